@@ -1,0 +1,56 @@
+# hpcscale: every target installs what it needs first; a second run skips work already done.
+SHELL := /bin/bash
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(VENV)/bin/pip
+HPCSCALE := $(VENV)/bin/hpcscale
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+APT_PACKAGES := openmpi-bin libopenmpi-dev cmake g++ make munge slurmctld slurmd slurm-client slurmdbd mariadb-server
+HOROVOD_ENV := HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITH_MPI=1 HOROVOD_WITH_GLOO=1 HOROVOD_WITHOUT_PYTORCH=1 HOROVOD_WITHOUT_MXNET=1
+PYTEST_ARGS ?=
+
+.PHONY: setup system-packages venv core jobs test demo bench lint clean
+
+setup: system-packages core jobs ## venv in .venv, editable install with dev tools, TF + Horovod for jobs/
+
+system-packages: ## Debian packages: Open MPI and build tools for Horovod, SLURM + MariaDB for the local cluster
+	@if dpkg -s $(APT_PACKAGES) >/dev/null 2>&1; then echo "system packages: present"; else \
+	  echo "system packages: installing $(APT_PACKAGES)"; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $(APT_PACKAGES) >/dev/null; fi
+
+$(PY):
+	python3 -m venv $(VENV)
+	$(PIP) install -q --upgrade pip wheel setuptools packaging
+
+venv: $(PY)
+
+core: $(PY) ## the hpcscale package (editable) with dev and bench tools
+	@if $(PY) -c "import hpcscale, pytest, hypothesis, ruff, reframe" 2>/dev/null && [ $(VENV)/.core-stamp -nt pyproject.toml ]; then echo "core: present"; else \
+	  $(PIP) install -q -e '.[dev,bench]' && touch $(VENV)/.core-stamp; fi
+
+jobs: $(PY) system-packages ## TensorFlow 2.15.1 (CPU), Horovod 0.28.1 built against Open MPI + Gloo, mpi4py
+	@if $(PY) -c "import tensorflow" 2>/dev/null; then echo "tensorflow: present"; else \
+	  echo "tensorflow: installing tensorflow-cpu==2.15.1"; $(PIP) install -q tensorflow-cpu==2.15.1 mpi4py; fi
+	@if $(PY) -c "import horovod.tensorflow" 2>/dev/null; then echo "horovod: present"; else \
+	  echo "horovod: building 0.28.1 against TensorFlow (takes ~3 minutes)"; \
+	  $(HOROVOD_ENV) $(PIP) install -q --no-cache-dir --no-build-isolation horovod==0.28.1; fi
+	@$(PY) -c "import mpi4py" 2>/dev/null || $(PIP) install -q mpi4py
+
+test: setup ## the whole suite: unit, real mpirun, real Horovod, real local SLURM
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+lint: core
+	$(VENV)/bin/ruff check hpcscale jobs tests bench
+	$(VENV)/bin/ruff format --check hpcscale jobs tests bench
+
+demo: setup ## install, run campaigns/quickstart.yaml on this machine, print the report
+	$(HPCSCALE) submit campaigns/quickstart.yaml --backend local
+	$(HPCSCALE) status quickstart
+	$(HPCSCALE) collect quickstart --timeline
+	$(HPCSCALE) report quickstart
+
+bench: setup
+	$(PY) bench/render_bench.py
+
+clean:
+	rm -rf hpcscale-runs .pytest_cache

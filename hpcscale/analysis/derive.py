@@ -1,0 +1,45 @@
+"""The one pipeline the report and the reference checks share: runs in, one row per cell out,
+with repeats folded, the group baseline attached and every derived metric computed."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from hpcscale.analysis.baseline import aggregate_repeats, with_baseline
+from hpcscale.analysis.frame import check_axis, default_axis, normalise
+from hpcscale.analysis.models import karp_flatt
+from hpcscale.analysis.overlap import with_overlap
+from hpcscale.analysis.scaling import add_scaling_metrics, with_throughput
+
+DERIVED_METRICS: tuple[str, ...] = (
+    "epoch_time_s",
+    "images_per_s",
+    "fit_time_s",
+    "speedup",
+    "efficiency",
+    "overhead",
+    "overhead_pct",
+    "karp_flatt",
+    "compute_s",
+    "only_comm_s",
+    "only_compute_pct",
+    "overlap_pct",
+    "only_comm_pct",
+)
+
+
+def derive(df: pd.DataFrame, axis: str | None = None) -> pd.DataFrame:
+    """One row per cell (median of repeats, with `<m>_min`, `<m>_max`, `repeats`), plus
+    `group`, `axis`, `axis_value`, `scale`, baseline columns and DERIVED_METRICS.
+
+    `axis` defaults to the one that varies (nodes, else GPUs, else ranks)."""
+    runs = with_throughput(normalise(df))
+    axis = check_axis(axis or default_axis(runs))
+    cells = with_baseline(aggregate_repeats(runs), axis)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        cells = add_scaling_metrics(cells)
+        strong = (cells["scaling"] == "strong").to_numpy()
+        cells["karp_flatt"] = np.where(strong, karp_flatt(cells["speedup"], cells["scale"]), np.nan)
+    cells = with_overlap(cells)
+    return cells.sort_values(["group", "axis_value", "nodes"], kind="stable").reset_index(drop=True)

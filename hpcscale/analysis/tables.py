@@ -1,0 +1,306 @@
+"""Display frames in the seeds' shapes, so the report only has to format them.
+
+Inputs are `derive.derive()` cells (or the outputs of extrapolate / targets / references);
+values stay numeric (percentages as 0..100), NaN where a run measured nothing. Column names
+follow the seed reports.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+from hpcscale.analysis.references import ReferenceResult
+
+AXIS_LABELS: dict[str, str] = {"nodes": "Nodes", "ranks": "Ranks", "gpus": "# GPUs"}
+OVERLAP_DISPLAY: dict[str, str] = {
+    "compute_s": "Compute",
+    "wait_for_data_s": "Wait for data",
+    "wait_for_other_tensor_data_s": "Wait for other tensor data",
+    "comm_s": "Overall communication",
+    "only_comm_s": "Only communication",
+    "only_compute_pct": "Only compute %",
+    "overlap_pct": "Overlap %",
+    "only_comm_pct": "Only communication %",
+}
+EXACT_DISPLAY: dict[str, str] = {
+    "exact_compute_s": "Exact compute",
+    "exact_overlap_s": "Exact overlap",
+    "exact_exposed_comm_s": "Exact exposed communication",
+}
+_CROSS_DEVICE = {
+    "nccl": "NcclAllReduce",
+    "reduce_to_one": "ReductionToOneDevice",
+    "hierarchical_copy": "HierarchicalCopy",
+}
+
+
+def axis_label(cells: pd.DataFrame) -> str:
+    axis = str(cells["axis"].iloc[0]) if "axis" in cells.columns and len(cells) else "nodes"
+    return AXIS_LABELS.get(axis, axis)
+
+
+def strategy_name(strategy: str, cross_device_ops: object, mpi: str) -> str:
+    """Seed 000 names MirroredStrategy runs by their cross-device op; Horovod runs by MPI."""
+    if strategy == "mirrored":
+        return _CROSS_DEVICE.get(str(cross_device_ops), "MirroredStrategy")
+    return f"Horovod ({mpi})"
+
+
+def scaling_table(cells: pd.DataFrame) -> pd.DataFrame:
+    """Seed 001's weak/strong table plus speedup, efficiency and the repeat spread."""
+    label = axis_label(cells)
+    ordered = _ordered(cells, ["model", "device", "scaling", "axis_value"])
+    return pd.DataFrame(
+        {
+            "Model": ordered["model"],
+            "Scaling": ordered["scaling"].map({"strong": "S", "weak": "W", "none": "-"}),
+            label: ordered["axis_value"],
+            "Global batch": ordered["global_batch"],
+            "Batch/node": ordered["global_batch"] // ordered["nodes"],
+            "CPU/GPU": ordered["device"].str.upper(),
+            "Epoch time (s)": ordered["epoch_time_s"],
+            "Images/s": ordered["images_per_s"],
+            "Fit time (s)": ordered["fit_time_s"],
+            "Speedup": ordered["speedup"],
+            "Efficiency": ordered["efficiency"],
+            "Epoch time min (s)": ordered["epoch_time_s_min"],
+            "Epoch time max (s)": ordered["epoch_time_s_max"],
+            "Repeats": ordered["repeats"],
+        }
+    ).reset_index(drop=True)
+
+
+def overhead_table(cells: pd.DataFrame) -> pd.DataFrame:
+    """Seed 000's table: communication overhead and scaling efficiency per strategy."""
+    label = axis_label(cells)
+    scaled = cells[cells["scaling"].isin(["weak", "strong"])]
+    ordered = _ordered(scaled, ["model", "strategy", "cross_device_ops", "mpi", "axis_value"])
+    names = [
+        strategy_name(s, c, m)
+        for s, c, m in zip(
+            ordered["strategy"], ordered["cross_device_ops"], ordered["mpi"], strict=True
+        )
+    ]
+    return pd.DataFrame(
+        {
+            "Model": ordered["model"],
+            "Strategy": names,
+            label: ordered["axis_value"],
+            "Comm. overhead (%)": ordered["overhead_pct"],
+            "Efficiency": ordered["efficiency"],
+            "Speedup": ordered["speedup"],
+        }
+    ).reset_index(drop=True)
+
+
+def overlap_table(cells: pd.DataFrame) -> pd.DataFrame:
+    """Seed 001's compute/communication overlap table, for cells that have a timeline."""
+    timed = _ordered(cells[cells["comm_s"].notna()], ["model", "axis_value", "scaling"])
+    lead = {
+        axis_label(cells): timed["axis_value"],
+        "Scaling": timed["scaling"].map({"strong": "S", "weak": "W", "none": "-"}),
+        "Model": timed["model"],
+        "Batch": timed["batch_per_rank"],
+    }
+    return _with_overlap_columns(timed, lead)
+
+
+def fusion_table(cells: pd.DataFrame) -> pd.DataFrame:
+    """Seed 001's tensor-fusion sweep: cycle time x fusion buffer with the overlap columns."""
+    rows = _ordered(cells, ["fusion_threshold_mb", "cycle_time_ms"])
+    lead = {
+        "Cycle time (ms)": rows["cycle_time_ms"],
+        "Fusion buffer (MB)": rows["fusion_threshold_mb"],
+    }
+    return _with_overlap_columns(rows, lead)
+
+
+def fusion_grid(cells: pd.DataFrame, value: str = "epoch_time_s") -> pd.DataFrame:
+    """Cycle time (rows) x fusion buffer (columns) of `value`, for the heat map."""
+    grid = cells.pivot_table(
+        index="cycle_time_ms", columns="fusion_threshold_mb", values=value, aggfunc="median"
+    )
+    grid.index.name = "Cycle time (ms)"
+    grid.columns.name = "Fusion buffer (MB)"
+    return grid
+
+
+def precision_table(cells: pd.DataFrame) -> pd.DataFrame:
+    """Seed 001's FP16 compression / mixed-precision table."""
+    rows = _ordered(cells, ["fp16_allreduce", "mixed_precision"])
+    kinds = [
+        _precision(bool(f), bool(m))
+        for f, m in zip(rows["fp16_allreduce"], rows["mixed_precision"], strict=True)
+    ]
+    return _with_overlap_columns(rows, {"Type": kinds})
+
+
+def hierarchical_table(cells: pd.DataFrame) -> pd.DataFrame:
+    """Seed 001's hierarchical all-reduce table."""
+    rows = _ordered(cells, ["fusion_threshold_mb", "hierarchical_allreduce"])
+    lead = {
+        "Fusion buffer (MB)": rows["fusion_threshold_mb"],
+        "Hierarchical?": rows["hierarchical_allreduce"].map({True: "Yes", False: "No"}),
+    }
+    return _with_overlap_columns(rows, lead)
+
+
+def batch_sweep_table(cells: pd.DataFrame) -> pd.DataFrame:
+    """Seed 001's single-node batch-size table (per model, CPU and GPU)."""
+    rows = _ordered(cells, ["model", "device", "batch_per_rank"])
+    return pd.DataFrame(
+        {
+            "Model": rows["model"],
+            "CPU/GPU": rows["device"].str.upper(),
+            "Batch size": rows["batch_per_rank"],
+            "Epoch time (s)": rows["epoch_time_s"],
+            "Images/s": rows["images_per_s"],
+            "Fit time (s)": rows["fit_time_s"],
+            "Repeats": rows["repeats"],
+        }
+    ).reset_index(drop=True)
+
+
+def layout_table(cells: pd.DataFrame) -> pd.DataFrame:
+    """Seed 002's CPU layouts: ranks per node x threads per rank."""
+    rows = _ordered(cells, ["model", "tasks_per_node", "threads_per_task"])
+    return pd.DataFrame(
+        {
+            "Model": rows["model"],
+            "Ranks/node": rows["tasks_per_node"],
+            "Threads/rank": rows["threads_per_task"],
+            "Layout": [
+                f"{t}x{h}"
+                for t, h in zip(rows["tasks_per_node"], rows["threads_per_task"], strict=True)
+            ],
+            "Batch/rank": rows["batch_per_rank"],
+            "Epoch time (s)": rows["epoch_time_s"],
+            "Images/s": rows["images_per_s"],
+            "Repeats": rows["repeats"],
+        }
+    ).reset_index(drop=True)
+
+
+def predictions_table(pred: pd.DataFrame) -> pd.DataFrame:
+    """Extrapolations, each row marked as a prediction with its interval."""
+    if pred.empty:
+        return pd.DataFrame(columns=["Model", "Scaling", "Nodes", "Law", "Predicted", "Kind"])
+    label = axis_label(pred)
+    return pd.DataFrame(
+        {
+            "Model": pred["model"],
+            "Scaling": pred["scaling"].map({"strong": "S", "weak": "W"}),
+            label: pred["axis_value"],
+            "Law": pred["law"].str.capitalize(),
+            "Metric": pred["metric"],
+            "Predicted": pred["predicted"],
+            "Lower": pred["lower"],
+            "Upper": pred["upper"],
+            "Unit": pred["unit"],
+            "Serial fraction": pred["serial_fraction"],
+            "Serial fraction s.e.": pred["serial_fraction_se"],
+            "Kind": pred["label"],
+        }
+    ).reset_index(drop=True)
+
+
+def comm_cost_table(cost: pd.DataFrame) -> pd.DataFrame:
+    """Seed 003's ring vs parameter-server cost, in bytes and milliseconds per step."""
+    if cost.empty:
+        return pd.DataFrame(columns=["Model", "Processes", "Ring bytes/step", "PS bytes/step"])
+    label = axis_label(cost)
+    return pd.DataFrame(
+        {
+            "Model": cost["model"],
+            label: cost["axis_value"],
+            "Processes": cost["participants"],
+            "Parameters": cost["param_count"],
+            "Ring bytes/step": cost["ring_bytes"],
+            "PS bytes/step": cost["ps_bytes"],
+            "Bandwidth (GB/s)": cost["bandwidth_gbs"],
+            "Ring time/step (ms)": 1e3 * cost["ring_time_s"],
+            "PS time/step (ms)": 1e3 * cost["ps_time_s"],
+            "Kind": cost["kind"],
+        }
+    ).reset_index(drop=True)
+
+
+def time_to_target_table(per_run: pd.DataFrame) -> pd.DataFrame:
+    """Median over repeats of epochs and wall time to the target loss and accuracy plateau."""
+    keys = ["model", "device", "strategy", "ranks", "batch_per_rank", "global_batch"]
+    values = ["epochs_to_target", "time_to_target_s", "plateau_epoch", "time_to_plateau_s"]
+    if per_run.empty:
+        return pd.DataFrame(columns=["Model", "Ranks", "Batch/rank"])
+    med = per_run.groupby(keys, dropna=False, sort=True)[values].median()
+    med["repeats"] = per_run.groupby(keys, dropna=False, sort=True).size()
+    med = med.reset_index()
+    return pd.DataFrame(
+        {
+            "Model": med["model"],
+            "CPU/GPU": med["device"].str.upper(),
+            "Ranks": med["ranks"],
+            "Batch/rank": med["batch_per_rank"],
+            "Global batch": med["global_batch"],
+            "Epochs to target": med["epochs_to_target"],
+            "Time to target (s)": med["time_to_target_s"],
+            "Plateau epoch": med["plateau_epoch"],
+            "Time to plateau (s)": med["time_to_plateau_s"],
+            "Repeats": med["repeats"],
+        }
+    )
+
+
+def references_table(results: Sequence[ReferenceResult]) -> pd.DataFrame:
+    rows = []
+    for r in results:
+        lo, hi = r.reference.bounds
+        rows.append(
+            {
+                "Result": "PASS" if r.passed else "FAIL",
+                "Check": r.reference.describe(),
+                "Measured": np.nan if r.measured is None else r.measured,
+                "Reference": r.reference.value,
+                "Lower bound": lo,
+                "Upper bound": hi,
+                "Unit": r.reference.unit or "",
+                "Message": r.message,
+            }
+        )
+    return pd.DataFrame(
+        rows,
+        columns=[
+            "Result",
+            "Check",
+            "Measured",
+            "Reference",
+            "Lower bound",
+            "Upper bound",
+            "Unit",
+            "Message",
+        ],
+    )
+
+
+def _with_overlap_columns(rows: pd.DataFrame, lead: dict[str, object]) -> pd.DataFrame:
+    out = pd.DataFrame(lead, index=rows.index)
+    out["Epoch time (s)"] = rows["epoch_time_s"]
+    for col, name in OVERLAP_DISPLAY.items():
+        out[name] = rows[col]
+    for col, name in EXACT_DISPLAY.items():
+        if col in rows.columns and rows[col].notna().any():
+            out[name] = rows[col]
+    return out.reset_index(drop=True)
+
+
+def _ordered(cells: pd.DataFrame, by: list[str]) -> pd.DataFrame:
+    present = [c for c in by if c in cells.columns]
+    return cells.sort_values(present, kind="stable", na_position="first") if present else cells
+
+
+def _precision(fp16: bool, mixed: bool) -> str:
+    if fp16 and mixed:
+        return "FP16 + MP"
+    return "FP16" if fp16 else "MP" if mixed else "No FP16/MP"

@@ -1,0 +1,1 @@
+"""The command line: a thin layer over hpcscale.api and the backends."""

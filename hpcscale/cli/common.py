@@ -1,0 +1,29 @@
+"""Options and output helpers shared by the CLI modules."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+console = Console()
+err_console = Console(stderr=True)
+
+WorkdirOpt = Annotated[
+    Path | None,
+    typer.Option("--workdir", "-w", envvar="HPCSCALE_WORKDIR", show_envvar=True,
+                 help="where campaigns' run directories live [default: ./hpcscale-runs]"),
+]
+CampaignArg = Annotated[str, typer.Argument(help="campaign YAML file (e.g. campaigns/quickstart.yaml)",
+                                            show_default=False)]
+JsonOpt = Annotated[bool, typer.Option("--json", help="machine-readable output on stdout")]
+
+
+def print_json(obj: object) -> None:
+    import msgspec
+
+    sys.stdout.buffer.write(msgspec.json.format(msgspec.json.encode(obj), indent=2) + b"\n")
+    sys.stdout.flush()

@@ -1,0 +1,106 @@
+"""`hpcscale`: campaign -> runs -> scripts -> jobs -> metrics and timelines -> report.
+
+Every command is a thin wrapper; errors the user can fix print one line and exit 2.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated
+
+import typer
+
+from hpcscale.cli import campaign as campaign_cmds
+from hpcscale.cli.common import err_console
+from hpcscale.errors import HpcscaleError
+
+app = typer.Typer(
+    name="hpcscale",
+    help=(
+        "Distributed deep-learning scaling studies from one campaign YAML.\n\n"
+        "Typical session:\n\n"
+        "  hpcscale plan campaigns/quickstart.yaml      # what will run\n\n"
+        "  hpcscale submit campaigns/quickstart.yaml    # render + submit (slurm or local)\n\n"
+        "  hpcscale status quickstart                   # where each run is\n\n"
+        "  hpcscale collect --timeline                  # metrics + Horovod timelines -> table\n\n"
+        "  hpcscale report                              # tables and plots"
+    ),
+    no_args_is_help=True,
+    rich_markup_mode="rich",
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+_state = {"debug": False}
+
+
+@app.callback()
+def _main(
+    debug: Annotated[bool, typer.Option("--debug", help="show tracebacks for errors")] = False,
+) -> None:
+    _state["debug"] = debug
+
+
+app.command()(campaign_cmds.validate)
+app.command()(campaign_cmds.plan)
+app.command()(campaign_cmds.render)
+
+
+def _register_optional() -> None:
+    """Commands whose modules arrive with later features register here."""
+    import importlib
+
+    for module, names in (
+        ("hpcscale.cli.submit", ("submit", "status", "cancel", "resubmit")),
+        ("hpcscale.cli.collect", ("collect", "timeline", "trace")),
+        ("hpcscale.cli.report", ("report",)),
+    ):
+        try:
+            mod = importlib.import_module(module)
+        except ModuleNotFoundError as exc:
+            if exc.name != module:
+                raise
+            continue
+        for name in names:
+            if hasattr(mod, name):
+                app.command(name=name)(getattr(mod, name))
+    try:
+        from hpcscale.cli.cluster import app as cluster_app
+    except ModuleNotFoundError as exc:
+        if exc.name != "hpcscale.cli.cluster":
+            raise
+    else:
+        app.add_typer(cluster_app, name="cluster")
+
+
+_register_optional()
+
+
+def run() -> None:
+    """Console entry point: user errors -> one line on stderr and their exit code."""
+    debug = "--debug" in sys.argv[1:]
+    try:
+        app(standalone_mode=False)
+    except HpcscaleError as exc:
+        if debug:
+            raise
+        err_console.print(f"[red]error:[/red] {exc}", highlight=False)
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        err_console.print("interrupted; state on disk is consistent, re-run the command to resume")
+        sys.exit(130)
+    except Exception as exc:  # click's own usage errors and aborts
+        import click
+
+        if isinstance(exc, click.exceptions.ClickException):
+            exc.show()
+            sys.exit(exc.exit_code)
+        if isinstance(exc, click.exceptions.Exit):
+            sys.exit(exc.exit_code)
+        if isinstance(exc, click.exceptions.Abort):
+            sys.exit(130)
+        if debug:
+            raise
+        err_console.print(f"[red]internal error:[/red] {type(exc).__name__}: {exc} "
+                          "(run with --debug for the traceback)")
+        sys.exit(1)

@@ -1,0 +1,148 @@
+"""The schema of `metrics.json`, the file every job writes in its run directory (rank 0).
+
+One definition shared by the writer (jobs/harness) and every reader (collector, analysis), so the
+two cannot drift. No TensorFlow here: the core package must import without it.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+import msgspec
+
+from hpcscale.errors import InputError
+
+SCHEMA_VERSION: int = 1
+
+Workload = Literal["gan", "cnn"]
+Strategy = Literal["horovod", "mirrored"]
+
+
+class _Struct(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=False):
+    """Unknown fields are an error: a typo in a writer must not pass silently."""
+
+
+class ParamCount(_Struct):
+    total: int
+    trainable: int
+
+
+class StepTimes(_Struct):
+    """Rank 0's timed steps (burn-in excluded), in milliseconds."""
+
+    count: int
+    mean_ms: float
+    p50_ms: float
+    p90_ms: float
+    p99_ms: float
+
+
+class SyncCheck(_Struct):
+    """Digest of every variable (weights and optimizer state) per rank after training."""
+
+    identical: bool
+    digests: list[str]
+
+
+class Provenance(_Struct):
+    python: str
+    tensorflow: str
+    keras: str
+    horovod: str | None
+    mpi: str | None
+    hostnames: list[str]
+    env: dict[str, str]
+    git_revision: str | None
+    git_dirty: bool | None
+    argv: list[str]
+
+
+class Metrics(_Struct):
+    """Everything one run measured. Times in seconds unless the name says otherwise; lists
+    indexed by epoch. `images_per_s` is global: global_batch * steps_per_epoch / epoch time."""
+
+    schema_version: int
+    workload: Workload
+    model: str
+    strategy: Strategy
+    cross_device_ops: str | None
+    ranks: int
+    replicas: int
+    batch_per_rank: int
+    global_batch: int
+    epochs: int
+    steps_per_epoch: int
+    dataset_size: int
+    data: str
+    image_size: int
+    num_classes: int | None
+    device: Literal["cpu", "gpu"]
+    threads: int | None
+    fp16_allreduce: bool
+    mixed_precision: str | None
+    timeline: bool
+    lr: float
+    lr_scaled: float
+    warmup_epochs: float
+    burn_in_steps: int
+    burn_in_s: float
+    epoch_time_s: list[float]
+    images_per_s: list[float]
+    fit_time_s: float
+    losses: dict[str, list[float]]
+    accuracy: list[float] | None
+    step_time: StepTimes
+    params: dict[str, ParamCount]
+    param_count: int
+    sync_check: SyncCheck | None
+    started_unix_s: float
+    finished_unix_s: float
+    provenance: Provenance
+
+
+def json_schema() -> dict[str, Any]:
+    """JSON Schema of `metrics.json`, for users' own tooling."""
+    return msgspec.json.schema(Metrics)
+
+
+def encode_metrics(metrics: Metrics) -> bytes:
+    return msgspec.json.format(msgspec.json.encode(metrics), indent=2) + b"\n"
+
+
+def metrics_from_dict(data: dict[str, Any]) -> Metrics:
+    """Validate a plain dict (the writer's path): raises msgspec.ValidationError on a mismatch."""
+    return msgspec.convert(data, Metrics)
+
+
+def load_metrics(path: str | os.PathLike[str]) -> Metrics:
+    """Read and validate one `metrics.json`; every failure names the file."""
+    p = Path(path)
+    try:
+        raw = p.read_bytes()
+    except OSError as exc:
+        raise InputError(str(p), None, None, f"cannot read metrics: {exc.strerror}") from exc
+    try:
+        metrics = msgspec.json.decode(raw, type=Metrics)
+    except msgspec.ValidationError as exc:
+        key = _key_of(str(exc))
+        raise InputError(str(p), None, key, f"invalid metrics: {exc}") from exc
+    except msgspec.DecodeError as exc:
+        raise InputError(str(p), None, None, f"not valid JSON: {exc}") from exc
+    if metrics.schema_version != SCHEMA_VERSION:
+        raise InputError(
+            str(p),
+            None,
+            "schema_version",
+            f"schema version {metrics.schema_version} is not the supported {SCHEMA_VERSION}",
+        )
+    return metrics
+
+
+def _key_of(message: str) -> str | None:
+    """msgspec says '... - at `$.step_time.p50_ms`'; keep the path for the error's key."""
+    marker = "at `$."
+    if marker not in message:
+        return None
+    return message.split(marker, 1)[1].split("`", 1)[0] or None

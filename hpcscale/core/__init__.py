@@ -1,0 +1,1 @@
+"""Campaign model, expansion, scaling arithmetic and rendering: everything before a scheduler."""

@@ -1,0 +1,134 @@
+"""The campaign file: what to run, where, and which axes to sweep."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from hpcscale.core.run import Scaling
+from hpcscale.core.system import System, load_system
+from hpcscale.core.validation import did_you_mean, validate
+from hpcscale.core.yamlsrc import Source, load_yaml
+
+NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+
+# Axes a matrix may sweep. `args.<name>` sweeps any workload argument.
+AXES: dict[str, str] = {
+    "nodes": "number of nodes",
+    "device": "cpu | gpu",
+    "gpus_per_node": "GPUs (= ranks) per node on GPU runs",
+    "layout": "CPU ranks per node x threads per rank, e.g. '2x14'",
+    "tasks_per_node": "ranks per node",
+    "threads_per_task": "threads per rank",
+    "replicas_per_task": "devices one MirroredStrategy process drives (logical CPUs on CPU)",
+    "batch": "per-rank batch (weak, none) or global batch (strong)",
+    "batch_per_rank": "per-rank batch, whatever the scaling",
+    "global_batch": "global batch, divided over the ranks",
+    "mpi": "MPI flavour, a key of the system's `mpi:`",
+    "strategy": "horovod | mirrored",
+    "cross_device_ops": "nccl | reduce_to_one | hierarchical_copy (mirrored)",
+    "fusion_threshold_mb": "Horovod tensor fusion buffer, MB",
+    "cycle_time_ms": "Horovod cycle time, ms",
+    "fp16_allreduce": "Horovod fp16 compression of gradients",
+    "hierarchical_allreduce": "Horovod hierarchical allreduce",
+    "mixed_precision": "Keras mixed precision",
+    "model": "network (overrides workload.model)",
+    "epochs": "epochs per run",
+    "time_limit_min": "wall-time limit per run, minutes",
+}
+RULES = ("zip", "exclude", "where")
+
+
+class Workload(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    program: str = Field(default="train", pattern=r"^[A-Za-z0-9_]+$")
+    model: str = Field(pattern=r"^[A-Za-z0-9_]+$")
+    epochs: int = Field(default=1, gt=0)
+    args: dict[str, str | int | float | bool] = Field(default_factory=dict)
+
+    @field_validator("args")
+    @classmethod
+    def _arg_names(cls, args: dict[str, Any]) -> dict[str, Any]:
+        for k in args:
+            if not re.match(r"^[A-Za-z][A-Za-z0-9_]*$", k):
+                raise ValueError(f"workload argument name {k!r} must be a plain identifier")
+        return args
+
+
+class Collect(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    metrics: bool = True
+    timeline: bool = False
+    mark_cycles: bool = False
+
+
+class Reference(BaseModel):
+    """An expected value for a derived metric, with tolerances (fractions of `value`)."""
+
+    model_config = ConfigDict(extra="forbid")
+    metric: str
+    where: dict[str, str | int | float | bool] = Field(default_factory=dict)
+    value: float
+    lower: float | None = Field(default=None, description="allowed fraction below value")
+    upper: float | None = Field(default=None, description="allowed fraction above value")
+    unit: str = ""
+
+
+class Matrix(BaseModel):
+    """Axes are free-form (checked by expand); the rules are typed here."""
+
+    model_config = ConfigDict(extra="allow")
+    zip: list[dict[str, list[Any]]] = Field(default_factory=list)
+    exclude: list[dict[str, Any]] = Field(default_factory=list)
+    where: str | None = None
+
+
+class Campaign(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str
+    description: str = ""
+    workload: Workload
+    system: str
+    scaling: Scaling = "none"
+    matrix: Matrix = Field(default_factory=Matrix)
+    repeats: int = Field(default=1, ge=1, le=100)
+    collect: Collect = Field(default_factory=Collect)
+    references: list[Reference] = Field(default_factory=list)
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not NAME.match(v):
+            raise ValueError("name must be 1-64 letters, digits, '_', '.', '-' (it names a directory)")
+        return v
+
+    def axes(self) -> dict[str, Any]:
+        return dict(self.matrix.model_extra or {})
+
+
+class LoadedCampaign(BaseModel):
+    """A validated campaign with where it came from (for located errors and the resolved copy)."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+    campaign: Campaign
+    system: System
+    path: Path
+    source: Source
+
+
+def load_campaign(path: str | Path) -> LoadedCampaign:
+    path = Path(path)
+    src = load_yaml(path)
+    if not isinstance(src.data, dict):
+        raise src.error((), "a campaign must be a YAML mapping (name:, workload:, system:, ...)")
+    campaign = validate(Campaign, src.data, src)
+    for axis in campaign.axes():
+        if axis not in AXES and not axis.startswith("args."):
+            raise src.error(("matrix", axis), f"unknown axis {axis!r}{did_you_mean(axis, AXES)}; "
+                            f"axes: {', '.join(AXES)}, or args.<workload argument>")
+    system = load_system(campaign.system, relative_to=path.parent,
+                         where=(str(path), src.line_of(("system",))))
+    return LoadedCampaign(campaign=campaign, system=system, path=path, source=src)

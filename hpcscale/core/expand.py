@@ -1,0 +1,205 @@
+"""Expand a campaign's matrix into runs: product, zip groups, exclude and where rules."""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import ValidationError
+from simpleeval import EvalWithCompoundTypes, InvalidExpression
+
+from hpcscale.core.campaign import AXES, LoadedCampaign
+from hpcscale.core.run import Run
+from hpcscale.core.scaling import ScalingError, batches, fit_layout
+from hpcscale.core.validation import did_you_mean
+from hpcscale.core.yamlsrc import KeyPath
+from hpcscale.errors import InputError
+
+Assignment = dict[str, Any]
+
+
+@dataclass
+class Excluded:
+    assignment: Assignment
+    rule: str
+
+
+@dataclass
+class Plan:
+    runs: list[Run] = field(default_factory=list)
+    excluded: list[Excluded] = field(default_factory=list)
+    axes: dict[str, list[Any]] = field(default_factory=dict)
+
+
+def expand(lc: LoadedCampaign) -> Plan:
+    """All runs of a campaign, in a stable order, with ids unique per cell and repeat."""
+    c, src = lc.campaign, lc.source
+    plan = Plan()
+    single: dict[str, Any] = {}
+    swept: dict[str, list[Any]] = {}
+    for axis, value in c.axes().items():
+        values = value if isinstance(value, list) else [value]
+        if not values:
+            raise src.error(("matrix", axis), "an axis needs at least one value")
+        (swept if len(values) > 1 else single)[axis] = values
+    groups: list[list[Assignment]] = [[{a: v} for v in vals] for a, vals in swept.items()]
+    for i, group in enumerate(c.matrix.zip):
+        groups.append(_zip_group(lc, i, group))
+        for axis, vals in group.items():
+            swept[axis] = vals
+    plan.axes = {**{a: v for a, v in single.items()}, **swept}
+    where = _Where(lc) if c.matrix.where else None
+    seen: dict[str, Assignment] = {}
+    for combo in itertools.product(*groups) if groups else [()]:
+        assignment: Assignment = {a: v[0] for a, v in single.items()}
+        for part in combo:
+            assignment.update(part)
+        rule = _excluded_by(lc, assignment)
+        if rule:
+            plan.excluded.append(Excluded(assignment, rule))
+            continue
+        try:
+            base = resolve(lc, assignment, tuple(swept))
+        except ScalingError as exc:
+            if where and where.rejects(assignment, partial=True):
+                plan.excluded.append(Excluded(assignment, f"where: {c.matrix.where}"))
+                continue
+            raise src.error(("matrix", exc.axis), f"{exc} (cell {_fmt(assignment)})") from None
+        if where and where.rejects({**assignment, **base.as_record()}):
+            plan.excluded.append(Excluded(assignment, f"where: {c.matrix.where}"))
+            continue
+        for r in range(c.repeats):
+            run = base.model_copy(update={"repeat": r})
+            rid = run.run_id
+            if rid in seen:
+                raise src.error(("matrix",), f"cells {_fmt(seen[rid])} and {_fmt(assignment)} "
+                                "resolve to the same run; remove one")
+            seen[rid] = assignment
+            plan.runs.append(run)
+    return plan
+
+
+def resolve(lc: LoadedCampaign, a: Assignment, swept: tuple[str, ...] = ()) -> Run:
+    """One assignment of axis values -> a fully resolved Run (raises ScalingError)."""
+    c, s = lc.campaign, lc.system
+    device = a.get("device", "gpu" if s.gpus_per_node else "cpu")
+    gpus = int(a.get("gpus_per_node", s.gpus_per_node if device == "gpu" else 0))
+    if device == "gpu" and gpus < 1:
+        raise ScalingError("device", f"system {s.name!r} has no GPUs (gpus_per_node: 0)")
+    if device == "gpu" and gpus > max(s.gpus_per_node, 0):
+        raise ScalingError("gpus_per_node", f"system {s.name!r} has {s.gpus_per_node} GPUs per node")
+    strategy = a.get("strategy", "horovod")
+    nodes = a.get("nodes", 1)
+    if not isinstance(nodes, int) or nodes < 1:
+        raise ScalingError("nodes", f"nodes must be a positive integer, got {nodes!r}")
+    if nodes > s.max_nodes:
+        raise ScalingError("nodes", f"system {s.name!r} has at most {s.max_nodes} nodes")
+    if strategy == "mirrored":
+        layout = fit_layout(s.cores_per_node, device=device, tasks_per_node=1,
+                            threads_per_task=a.get("threads_per_task"))
+        replicas_per_task = gpus if device == "gpu" else int(a.get("replicas_per_task", 1))
+        if "cross_device_ops" not in a:
+            a = {**a, "cross_device_ops": "nccl" if device == "gpu" else "reduce_to_one"}
+    else:
+        layout = fit_layout(s.cores_per_node, device=device, layout=a.get("layout"),
+                            tasks_per_node=a.get("tasks_per_node"),
+                            threads_per_task=a.get("threads_per_task"), gpus_per_node=gpus)
+        replicas_per_task = 1
+        if "cross_device_ops" in a:
+            raise ScalingError("cross_device_ops", "cross_device_ops applies to strategy: mirrored")
+    if device == "gpu" and strategy == "horovod" and layout.tasks_per_node > gpus:
+        raise ScalingError("tasks_per_node", f"{layout.tasks_per_node} ranks per node for {gpus} GPUs")
+    replicas = nodes * layout.tasks_per_node * replicas_per_task
+    per_rank, global_batch = batches(
+        c.scaling, replicas, batch=a.get("batch"), batch_per_rank=a.get("batch_per_rank"),
+        global_batch=a.get("global_batch"),
+    )
+    mpi = a.get("mpi", s.mpi_default)
+    if mpi not in s.mpi:
+        raise ScalingError("mpi", f"MPI flavour {mpi!r} is not offered by system {s.name!r}; "
+                           f"it has: {', '.join(s.mpi)}")
+    launcher = s.mpi[mpi].launcher or s.launcher
+    args = dict(c.workload.args)
+    args.update({k.removeprefix("args."): v for k, v in a.items() if k.startswith("args.")})
+    fields = {
+        "campaign": c.name, "system": s.name, "workload": c.workload.program,
+        "model": a.get("model", c.workload.model), "scaling": c.scaling, "device": device,
+        "nodes": nodes, "tasks_per_node": layout.tasks_per_node,
+        "threads_per_task": layout.threads_per_task, "gpus_per_node": gpus,
+        "replicas_per_task": replicas_per_task, "batch_per_rank": per_rank,
+        "global_batch": global_batch, "strategy": strategy,
+        "cross_device_ops": a.get("cross_device_ops"), "mpi": mpi, "launcher": launcher,
+        "fusion_threshold_mb": a.get("fusion_threshold_mb"),
+        "cycle_time_ms": a.get("cycle_time_ms"),
+        "fp16_allreduce": a.get("fp16_allreduce", False),
+        "hierarchical_allreduce": a.get("hierarchical_allreduce", False),
+        "mixed_precision": a.get("mixed_precision", False),
+        "epochs": a.get("epochs", c.workload.epochs),
+        "timeline": c.collect.timeline, "mark_cycles": c.collect.mark_cycles,
+        "time_limit_min": a.get("time_limit_min", s.time_limit_min),
+        "args": args, "swept": tuple(swept),
+    }
+    try:
+        return Run.model_validate(fields)
+    except ValidationError as exc:
+        err = exc.errors(include_url=False)[0]
+        name = str(err["loc"][0]) if err["loc"] else "matrix"
+        raise ScalingError(name if name in AXES else "matrix", f"{name}: {err['msg']}") from None
+
+
+def _zip_group(lc: LoadedCampaign, i: int, group: dict[str, list[Any]]) -> list[Assignment]:
+    key: KeyPath = ("matrix", "zip", i)
+    lengths = {a: len(v) for a, v in group.items()}
+    for axis in group:
+        _check_axis(lc, axis, (*key, axis))
+    if len(set(lengths.values())) > 1:
+        raise lc.source.error(key, f"zip axes must have equal lengths, got {lengths}")
+    return [dict(zip(group, vals, strict=True)) for vals in zip(*group.values(), strict=True)]
+
+
+def _check_axis(lc: LoadedCampaign, axis: str, key: KeyPath) -> None:
+    if axis not in AXES and not axis.startswith("args."):
+        raise lc.source.error(key, f"unknown axis {axis!r}{did_you_mean(axis, AXES)}")
+
+
+def _excluded_by(lc: LoadedCampaign, a: Assignment) -> str | None:
+    for i, rule in enumerate(lc.campaign.matrix.exclude):
+        for axis in rule:
+            _check_axis(lc, axis, ("matrix", "exclude", i, axis))
+        if all(_matches(a.get(k, _MISSING), v) for k, v in rule.items()):
+            return f"exclude[{i}]: {_fmt(rule)}"
+    return None
+
+
+_MISSING = object()
+
+
+def _matches(actual: Any, wanted: Any) -> bool:
+    if actual is _MISSING:
+        return False
+    return actual in wanted if isinstance(wanted, list) else actual == wanted
+
+
+def _fmt(a: Assignment) -> str:
+    return "{" + ", ".join(f"{k}: {v}" for k, v in a.items()) + "}"
+
+
+class _Where:
+    """A `where:` condition, evaluated by simpleeval over the run's fields: no Python eval."""
+
+    def __init__(self, lc: LoadedCampaign) -> None:
+        self.lc = lc
+        self.text = lc.campaign.matrix.where or ""
+
+    def rejects(self, names: dict[str, Any], partial: bool = False) -> bool:
+        env = {k.replace(".", "_"): v for k, v in names.items()}
+        env.update({k: v for k, v in env.pop("args", {}).items()} if isinstance(env.get("args"), dict) else {})
+        ev = EvalWithCompoundTypes(names=env, functions={"min": min, "max": max, "abs": abs})
+        try:
+            return not bool(ev.eval(self.text))
+        except (InvalidExpression, SyntaxError, TypeError, ValueError, KeyError) as exc:
+            if partial:
+                return False
+            raise InputError(str(self.lc.path), self.lc.source.line_of(("matrix", "where")),
+                             "matrix.where", f"cannot evaluate {self.text!r}: {exc}") from None

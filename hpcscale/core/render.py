@@ -1,0 +1,128 @@
+"""Render one sbatch script per run from Jinja templates; every printed value is shell-quoted."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+import jinja2
+import msgspec
+
+from hpcscale.core.launchers import horovod_env, launch_argv, program_argv
+from hpcscale.core.paths import atomic_write, campaign_dir
+from hpcscale.core.run import Run
+from hpcscale.core.shell import Shell, finalize, join, quote
+from hpcscale.core.system import SBATCH_SAFE, ENV_NAME, System
+from hpcscale.errors import UsageError
+
+TEMPLATE_DIRS = [Path(__file__).resolve().parents[2] / "templates"]
+
+
+@cache
+def environment(extra_dir: str | None = None) -> jinja2.Environment:
+    dirs = ([extra_dir] if extra_dir else []) + [str(d) for d in TEMPLATE_DIRS]
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(dirs),
+        undefined=jinja2.StrictUndefined,
+        finalize=finalize,
+        autoescape=False,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["sbatch"] = _sbatch_value
+    env.filters["envname"] = _env_name
+    return env
+
+
+def _sbatch_value(value: object) -> Shell:
+    """#SBATCH lines are parsed by sbatch, not a shell: allow only values needing no quotes."""
+    text = str(value)
+    if not SBATCH_SAFE.match(text):
+        raise UsageError(f"value {text!r} cannot go on an #SBATCH line (use plain characters, no spaces)")
+    return Shell(text)
+
+
+def _env_name(name: str) -> Shell:
+    if not ENV_NAME.match(name):
+        raise UsageError(f"{name!r} is not a valid environment variable name")
+    return Shell(name)
+
+
+def slurm_time(minutes: int) -> str:
+    d, rem = divmod(minutes, 24 * 60)
+    h, m = divmod(rem, 60)
+    return f"{d}-{h:02d}:{m:02d}:00" if d else f"{h:02d}:{m:02d}:00"
+
+
+def job_name(run: Run) -> str:
+    """Carries campaign and run id, so a lost ledger write can be repaired from squeue/sacct."""
+    return f"hpcscale.{run.campaign}.{run.run_id}"
+
+
+@dataclass(frozen=True)
+class Rendered:
+    run: Run
+    run_dir: Path
+    script: str
+    program: Shell
+    launch: Shell
+    env: dict[str, object]
+
+
+def render_run(run: Run, system: System, run_dir: Path) -> Rendered:
+    flavour = system.flavour(run.mpi)
+    env: dict[str, object] = {**system.env, **flavour.env, **horovod_env(run)}
+    program = program_argv(run, system, run_dir)
+    launch = launch_argv(run, system, program, list(env))
+    if not SBATCH_SAFE.match(str(run_dir)):
+        raise UsageError(f"run directory {run_dir} has characters #SBATCH cannot take; "
+                         "choose a --workdir path of plain characters (no spaces)")
+    context = {
+        "run": run,
+        "run_id": run.run_id,
+        "system": system,
+        "job_name": job_name(run),
+        "run_dir": run_dir,
+        "time": slurm_time(run.time_limit_min),
+        "modules": [*system.modules, *flavour.modules],
+        "env": env,
+        "launch": join(launch),
+        "program": join(program),
+        "needs_hostfile": run.launcher in ("mpirun_rsh", "horovodrun") and system.scheduler == "slurm",
+        "quote": quote,
+    }
+    try:
+        script = environment().get_template(system.template).render(context)
+    except jinja2.TemplateNotFound as exc:
+        raise UsageError(f"system {system.name!r}: template {exc.name!r} not found in "
+                         f"{', '.join(map(str, TEMPLATE_DIRS))}") from None
+    except jinja2.UndefinedError as exc:
+        raise UsageError(f"template {system.template}: {exc.message}") from None
+    return Rendered(run, run_dir, script, join(program), join(launch), env)
+
+
+def write_run(r: Rendered) -> None:
+    """job.sbatch and run.json, each written atomically; an identical file is left untouched."""
+    r.run_dir.mkdir(parents=True, exist_ok=True)
+    record = msgspec.json.format(msgspec.json.encode(r.run.as_record()), indent=2) + b"\n"
+    for name, data, mode in (("job.sbatch", r.script.encode(), 0o755), ("run.json", record, None)):
+        path = r.run_dir / name
+        if path.exists() and path.read_bytes() == data:
+            continue
+        atomic_write(path, data, mode)
+
+
+def render_all(runs: list[Run], system: System, workdir: Path | None, campaign_yaml: str) -> list[Rendered]:
+    """Render every run in memory first (so an error writes nothing), then write them all."""
+    if not runs:
+        return []
+    cdir = campaign_dir(runs[0].campaign, workdir)
+    rendered = [render_run(run, system, cdir / "runs" / run.run_id) for run in runs]
+    atomic_write(cdir / "campaign.yaml", campaign_yaml)
+    for r in rendered:
+        write_run(r)
+    return rendered
+
+

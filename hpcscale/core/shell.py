@@ -1,0 +1,43 @@
+"""Shell text that is safe by construction.
+
+Every value a template prints is quoted with `shlex.quote` unless it is a `Shell` instance, and a
+`Shell` can only be made from trusted template-side fragments or by joining quoted words. So a
+campaign value like `$(touch /tmp/x)` always reaches the script as an inert string.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Iterable
+
+
+class Shell(str):
+    """Text that is already valid, safe shell (never built from an unquoted campaign value)."""
+
+    __slots__ = ()
+
+
+class Raw(str):
+    """A trusted shell word written by hpcscale itself (e.g. "$SLURM_JOB_NODELIST")."""
+
+    __slots__ = ()
+
+
+def quote(value: object) -> Shell:
+    if isinstance(value, Shell):
+        return value
+    if isinstance(value, bool):
+        value = "1" if value else "0"
+    return Shell(shlex.quote(str(value)))
+
+
+def join(words: Iterable[object]) -> Shell:
+    """A command line: `Raw` words pass through, everything else is quoted."""
+    return Shell(" ".join(str(w) if isinstance(w, Raw) else quote(w) for w in words))
+
+
+def finalize(value: object) -> object:
+    """Jinja `finalize` hook: what a template prints is quoted unless already Shell."""
+    if value is None:
+        raise ValueError("a template printed None (a missing value); refusing to render")
+    return quote(value)

@@ -1,0 +1,135 @@
+"""System profiles: what differs between clusters (and between a cluster and this laptop).
+
+A profile is a YAML file users copy and edit. Scheduler (how to queue) and launcher (how to start
+ranks) are independent choices, as in ReFrame.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from hpcscale.core.validation import did_you_mean, validate
+from hpcscale.core.yamlsrc import load_yaml
+from hpcscale.errors import InputError
+
+SHIPPED_DIR = Path(__file__).resolve().parents[1] / "systems"
+# sbatch reads `#SBATCH` lines itself (no shell), so their values must need no quoting at all.
+SBATCH_SAFE = re.compile(r"^[A-Za-z0-9_.:,@%+=/-]+$")
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+Scheduler = Literal["slurm", "local"]
+Launcher = Literal["srun", "mpirun", "mpirun_rsh", "horovodrun"]
+
+
+class Flavour(BaseModel):
+    """One MPI flavour on a system: what to load and export to use it."""
+
+    model_config = ConfigDict(extra="forbid")
+    modules: list[str] = Field(default_factory=list)
+    env: dict[str, str | int | float] = Field(default_factory=dict)
+    launcher: Launcher | None = Field(default=None, description="overrides the system launcher")
+
+    @field_validator("env")
+    @classmethod
+    def _env_names(cls, env: dict[str, str | int | float]) -> dict[str, str | int | float]:
+        return _check_env(env)
+
+
+class System(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    description: str = ""
+    scheduler: Scheduler = "slurm"
+    launcher: Launcher = "srun"
+    template: str = Field(default="base.sbatch.j2", description="child template in templates/")
+    cores_per_node: int = Field(gt=0)
+    gpus_per_node: int = Field(default=0, ge=0)
+    max_nodes: int = Field(default=1024, gt=0)
+    partition: str | None = None
+    account: str | None = None
+    qos: str | None = None
+    python: str = Field(default="python3", description="'auto' = the interpreter running hpcscale")
+    jobs_dir: str | None = Field(default=None, description="where jobs/ lives on the cluster")
+    modules: list[str] = Field(default_factory=list)
+    env: dict[str, str | int | float] = Field(default_factory=dict)
+    mpi_default: str = "openmpi"
+    mpi: dict[str, Flavour] = Field(default_factory=lambda: {"openmpi": Flavour()})
+    srun_mpi: str = Field(default="pmix", description="value of srun --mpi=")
+    cpu_bind: Literal["none", "cores", "threads", "sockets"] = "none"
+    launcher_args: list[str] = Field(default_factory=list)
+    sbatch_options: list[str] = Field(default_factory=list, description="extra #SBATCH lines")
+    time_limit_min: int = Field(default=60, gt=0)
+
+    @field_validator("partition", "account", "qos")
+    @classmethod
+    def _sbatch_safe(cls, v: str | None) -> str | None:
+        if v is not None and not SBATCH_SAFE.match(v):
+            raise ValueError(f"{v!r} must contain only letters, digits and _.:,@%+=/-")
+        return v
+
+    @field_validator("sbatch_options")
+    @classmethod
+    def _options_safe(cls, opts: list[str]) -> list[str]:
+        for opt in opts:
+            if not re.match(r"^--[a-z][a-z-]*(=[A-Za-z0-9_.:,@%+=/-]+)?$", opt):
+                raise ValueError(f"{opt!r} is not a plain --option[=value] for #SBATCH")
+        return opts
+
+    @field_validator("env")
+    @classmethod
+    def _env_names(cls, env: dict[str, str | int | float]) -> dict[str, str | int | float]:
+        return _check_env(env)
+
+    def flavour(self, name: str) -> Flavour:
+        return self.mpi[name]
+
+
+def _check_env(env: dict[str, str | int | float]) -> dict[str, str | int | float]:
+    for key in env:
+        if not ENV_NAME.match(key):
+            raise ValueError(f"{key!r} is not a valid environment variable name")
+    return env
+
+
+def search_dirs() -> list[Path]:
+    extra = [Path(p) for p in os.environ.get("HPCSCALE_SYSTEMS_PATH", "").split(os.pathsep) if p]
+    return [*extra, SHIPPED_DIR]
+
+
+def shipped_systems() -> list[str]:
+    return sorted(p.stem for p in SHIPPED_DIR.glob("*.yaml"))
+
+
+def load_system(ref: str, relative_to: Path | None = None, where: tuple[str, int | None] | None = None) -> System:
+    """Load a profile by name (searched in $HPCSCALE_SYSTEMS_PATH, then the shipped ones) or path."""
+    path: Path | None = None
+    if ref.endswith((".yaml", ".yml")) or "/" in ref:
+        candidate = Path(ref)
+        if not candidate.is_absolute() and relative_to is not None:
+            candidate = relative_to / candidate
+        path = candidate if candidate.exists() else None
+    else:
+        for d in search_dirs():
+            if (d / f"{ref}.yaml").exists():
+                path = d / f"{ref}.yaml"
+                break
+    if path is None:
+        known = shipped_systems()
+        file, line = where if where else ("<system>", None)
+        raise InputError(file, line, "system",
+                         f"unknown system {ref!r}{did_you_mean(ref, known)}; "
+                         f"shipped: {', '.join(known)} (or give a path to a profile YAML)")
+    src = load_yaml(path)
+    data = src.data if isinstance(src.data, dict) else {}
+    data.setdefault("name", path.stem)
+    system = validate(System, data, src)
+    if system.mpi_default not in system.mpi:
+        raise src.error(("mpi_default",), f"{system.mpi_default!r} is not one of mpi: "
+                        f"{', '.join(system.mpi)}")
+    return system

@@ -1,0 +1,5 @@
+"""Workloads that campaigns run: TensorFlow 2 + Horovod training jobs (entry point: train.py).
+
+Nothing in hpcscale/ imports this package; it needs TensorFlow, Horovod is needed only for the
+`horovod` strategy.
+"""

@@ -1,0 +1,251 @@
+"""The shared training harness: every model runs through `run(cfg)`.
+
+Order of events (each rank): arm the Horovod timeline (env, before hvd.init) -> distribution
+context (threads, devices, hvd.init or MirroredStrategy) -> seed (seed + rank) -> input pipeline
+-> the model file builds networks, optimizers and its train step -> rank 0's variables are
+broadcast -> `--burn-in-steps` untimed steps (graph tracing) -> `--epochs` timed epochs of
+`steps_per_epoch` steps -> batch-norm statistics averaged over ranks -> optional weight check ->
+hvd.shutdown() -> rank 0 writes timeline.json (copied), steps.json (format: jobs/steps.py) and
+last metrics.json (schema: hpcscale/collect/metrics.py), each atomically.
+
+Measurements follow the seed studies: epoch wall time on rank 0; images/s =
+global_batch * steps_per_epoch / epoch time (all ranks' images); fit time = sum of epoch times;
+losses (and accuracy) = the mean over the epoch's steps, averaged over ranks.
+
+Rank 0 prints one line per epoch, stable for progress displays:
+    [hpcscale] epoch 2/5 time_s=12.345 images_per_s=678.9 d_loss=0.6931 g_loss=0.7012
+"""
+
+from __future__ import annotations
+
+import random
+import socket
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+
+from jobs.compat import keras_version, optimizer_variables
+from jobs.config import JobConfig, JobUsageError, percentile
+from jobs.data import make_data
+from jobs.distribute import DistContext, make_context
+from jobs.files import write_atomic
+from jobs.models import module_of
+from jobs.provenance import provenance
+from jobs.steps import StepLog
+from jobs.timeline import TimelineSwitch
+
+EXIT_SYNC_MISMATCH = 3
+
+
+def _import_metrics_schema() -> Any:
+    """The schema lives in the core package; make the checkout importable when it is not
+    installed (jobs run from a clone on the cluster)."""
+    repo = str(Path(__file__).resolve().parents[1])
+    if repo not in sys.path:
+        sys.path.insert(0, repo)
+    from hpcscale.collect import metrics
+
+    return metrics
+
+
+def log0(ctx: DistContext, msg: str) -> None:
+    if ctx.rank == 0:
+        print(f"[hpcscale] {msg}", flush=True)
+
+
+def run(cfg: JobConfig) -> int:
+    """Train and write the outputs; the process exit code."""
+    schema = _import_metrics_schema()
+    started = time.time()
+    switch = TimelineSwitch(cfg.timeline, cfg.mark_cycles, cfg.timeline_dir)
+    switch.arm()
+    try:
+        return _run(cfg, schema, started, switch)
+    finally:
+        switch.cleanup()
+
+
+def _run(cfg: JobConfig, schema: Any, started: float, switch: TimelineSwitch) -> int:
+    ctx = make_context(cfg)
+    if cfg.debug_desync and ctx.size < 2:
+        raise JobUsageError("--debug-desync needs at least 2 Horovod ranks")
+    ctx.global_batch = cfg.batch_per_rank * ctx.replicas
+    process_batch = cfg.batch_per_rank if ctx.strategy_name == "horovod" else ctx.global_batch
+    _seed(cfg.seed + ctx.rank)
+    data = make_data(cfg, ctx.rank, ctx.size, ctx.global_batch, process_batch)
+    ctx.steps_per_epoch = data.steps_per_epoch
+    log0(
+        ctx,
+        f"model={cfg.model} strategy={ctx.strategy_name} ranks={ctx.size} "
+        f"replicas={ctx.replicas} global_batch={ctx.global_batch} "
+        f"steps_per_epoch={data.steps_per_epoch} data={data.description}",
+    )
+
+    with ctx.scope():
+        wl = module_of(cfg.model).build(cfg, ctx)
+    ctx.prepare(wl.networks, wl.optimizers)
+    step = ctx.compile_step(wl.train_step)
+    batches = iter(ctx.distribute(data.dataset))
+    log = StepLog()
+
+    t0 = time.monotonic()
+    for _ in range(cfg.burn_in_steps):
+        s = time.monotonic_ns()
+        ctx.step_values(step(next(batches)))
+        log.burn_in(s, time.monotonic_ns())
+    burn_in_s = time.monotonic() - t0
+
+    epoch_times: list[float] = []
+    history: dict[str, list[float]] = defaultdict(list)
+    for epoch in range(cfg.epochs):
+        sums: dict[str, float] = defaultdict(float)
+        e0 = time.monotonic_ns()
+        for i in range(data.steps_per_epoch):
+            s = time.monotonic_ns()
+            values = ctx.step_values(step(next(batches)))
+            log.add(epoch, i, s, time.monotonic_ns())
+            for k, v in values.items():
+                sums[k] += v
+        epoch_times.append((time.monotonic_ns() - e0) / 1e9)
+        means = ctx.average_across({k: v / data.steps_per_epoch for k, v in sums.items()})
+        for k, v in means.items():
+            history[k].append(v)
+        ips = ctx.global_batch * data.steps_per_epoch / epoch_times[-1]
+        shown = " ".join(f"{k}={v:.4f}" for k, v in sorted(means.items()))
+        log0(
+            ctx,
+            f"epoch {epoch + 1}/{cfg.epochs} time_s={epoch_times[-1]:.3f} "
+            f"images_per_s={ips:.1f} {shown}",
+        )
+
+    ctx.sync_local_state(wl.networks)
+    sync = _check_sync(cfg, ctx, wl) if cfg.check_sync or cfg.debug_desync else None
+    hostnames = ctx.allgather_object(socket.gethostname())
+    ctx.shutdown()
+
+    if ctx.rank == 0:
+        _write_outputs(cfg, schema, ctx, wl, data, log, switch, started, burn_in_s,
+                       epoch_times, dict(history), hostnames, sync)  # fmt: skip
+    if sync is not None and not sync["identical"]:
+        if ctx.rank == 0:
+            print(
+                "train.py: error: weights differ across ranks after training: "
+                + ", ".join(sync["digests"]),
+                file=sys.stderr,
+                flush=True,
+            )
+        return EXIT_SYNC_MISMATCH
+    return 0
+
+
+def _seed(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    tf.random.set_seed(seed)
+
+
+def _all_variables(wl: Any) -> list[Any]:
+    """Every variable in a fixed order: networks' weights and statistics, optimizer state."""
+    state = [v for m in wl.networks for v in m.variables]
+    for name in sorted(wl.optimizers):
+        state += optimizer_variables(wl.optimizers[name])
+    return state
+
+
+def _check_sync(cfg: JobConfig, ctx: DistContext, wl: Any) -> dict[str, Any]:
+    if cfg.debug_desync and ctx.rank == 1:  # prove the check can fail
+        wl.networks[0].trainable_variables[0].assign_add(
+            tf.ones_like(wl.networks[0].trainable_variables[0]) * 1e-3
+        )
+    mine = ctx.digests(_all_variables(wl))
+    digests = [d for part in ctx.allgather_object(mine) for d in part]
+    return {"identical": len(set(digests)) == 1, "digests": digests}
+
+
+def _param_counts(networks: list[Any]) -> dict[str, dict[str, int]]:
+    def count(vs: list[Any]) -> int:
+        return int(sum(np.prod(v.shape) for v in vs))
+
+    return {
+        m.name: {"total": count(m.variables), "trainable": count(m.trainable_variables)}
+        for m in networks
+    }
+
+
+def _write_outputs(
+    cfg: JobConfig,
+    schema: Any,
+    ctx: DistContext,
+    wl: Any,
+    data: Any,
+    log: StepLog,
+    switch: TimelineSwitch,
+    started: float,
+    burn_in_s: float,
+    epoch_times: list[float],
+    history: dict[str, list[float]],
+    hostnames: list[str],
+    sync: dict[str, Any] | None,
+) -> None:
+    import msgspec
+
+    switch.collect(cfg.run_dir)
+    write_atomic(cfg.run_dir / "steps.json", msgspec.json.encode(log.to_json(ctx.rank)))
+    durations = sorted(log.durations_ms())
+    params = _param_counts(wl.networks)
+    accuracy = history.pop("accuracy", None)
+    lr = cfg.lr if cfg.lr is not None else module_of(cfg.model).DEFAULT_LR
+    record = {
+        "schema_version": schema.SCHEMA_VERSION,
+        "workload": cfg.workload,
+        "model": cfg.model,
+        "strategy": ctx.strategy_name,
+        "cross_device_ops": getattr(ctx, "cross_device_ops", None),
+        "ranks": ctx.size,
+        "replicas": ctx.replicas,
+        "batch_per_rank": cfg.batch_per_rank,
+        "global_batch": ctx.global_batch,
+        "epochs": cfg.epochs,
+        "steps_per_epoch": data.steps_per_epoch,
+        "dataset_size": data.dataset_size,
+        "data": data.description,
+        "image_size": cfg.image_size,
+        "num_classes": cfg.num_classes if cfg.workload == "cnn" else None,
+        "device": cfg.device,
+        "threads": cfg.threads,
+        "fp16_allreduce": cfg.fp16_allreduce,
+        "mixed_precision": ctx.policy,
+        "timeline": cfg.timeline,
+        "lr": lr,
+        "lr_scaled": lr * ctx.replicas,
+        "warmup_epochs": cfg.warmup_epochs,
+        "burn_in_steps": cfg.burn_in_steps,
+        "burn_in_s": burn_in_s,
+        "epoch_time_s": epoch_times,
+        "images_per_s": [ctx.global_batch * data.steps_per_epoch / t for t in epoch_times],
+        "fit_time_s": sum(epoch_times),
+        "losses": history,
+        "accuracy": accuracy,
+        "step_time": {
+            "count": len(durations),
+            "mean_ms": sum(durations) / len(durations) if durations else float("nan"),
+            "p50_ms": percentile(durations, 50),
+            "p90_ms": percentile(durations, 90),
+            "p99_ms": percentile(durations, 99),
+        },
+        "params": params,
+        "param_count": sum(p["trainable"] for p in params.values()),
+        "sync_check": sync,
+        "started_unix_s": started,
+        "finished_unix_s": time.time(),
+        "provenance": provenance(
+            tf.__version__, keras_version(), ctx.versions()["horovod"], hostnames, list(cfg.argv)
+        ),
+    }
+    metrics = schema.metrics_from_dict(record)
+    write_atomic(cfg.run_dir / "metrics.json", schema.encode_metrics(metrics))

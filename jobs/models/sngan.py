@@ -1,0 +1,50 @@
+"""SNGAN (Miyato et al. 2018): spectral normalisation on every weight layer of G and D instead of
+batch norm, the deeper discriminator (a 3x3 conv before each strided conv), hinge loss.
+
+Keras' SpectralNormalization keeps a power-iteration vector `u` per layer and rewrites the kernel
+in the forward pass; both depend only on the (identical) weights, so ranks stay in step. Real and
+fake images go through D as one batch: one normalisation per step, and no batch statistics to
+mix since there is no batch norm."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import tensorflow as tf
+
+from jobs.config import JobConfig
+from jobs.distribute import DistContext
+from jobs.models.gan_parts import critic, generator
+from jobs.workload import Workload
+
+DEFAULT_LR = 2e-4
+
+
+def sn(layer: tf.keras.layers.Layer) -> tf.keras.layers.Layer:
+    return tf.keras.layers.SpectralNormalization(layer, power_iterations=1)
+
+
+def build(cfg: JobConfig, ctx: DistContext) -> Workload:
+    g = generator(cfg, norm=None, wrap=sn)
+    d = critic(cfg, "discriminator", norm=None, wrap=sn, extra_conv=True)
+    lr = cfg.lr if cfg.lr is not None else DEFAULT_LR
+    g_opt = ctx.optimizer("adam", lr, beta_1=0.5, beta_2=0.999)
+    d_opt = ctx.optimizer("adam", lr, beta_1=0.5, beta_2=0.999)
+
+    def train_step(real: tf.Tensor) -> dict[str, Any]:
+        b = tf.shape(real)[0]
+        noise = tf.random.normal([b, cfg.latent_dim])
+        with tf.GradientTape() as g_tape, tf.GradientTape() as d_tape:
+            fake = g(noise, training=True)
+            out = d(tf.concat([real, tf.cast(fake, real.dtype)], axis=0), training=True)
+            real_out, fake_out = out[:b, 0], out[b:, 0]
+            d_per = tf.nn.relu(1.0 - real_out) + tf.nn.relu(1.0 + fake_out)
+            g_per = -fake_out
+            d_loss, g_loss = ctx.loss(d_per), ctx.loss(g_per)
+        d_grads = ctx.gradients(d_tape, d_loss, d.trainable_variables, d_opt)
+        g_grads = ctx.gradients(g_tape, g_loss, g.trainable_variables, g_opt)
+        ctx.apply(d_opt, d_grads, d.trainable_variables)
+        ctx.apply(g_opt, g_grads, g.trainable_variables)
+        return {"d_loss": ctx.mean(d_per), "g_loss": ctx.mean(g_per)}
+
+    return Workload([g, d], {"generator": g_opt, "discriminator": d_opt}, train_step)

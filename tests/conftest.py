@@ -1,0 +1,32 @@
+"""Shared fixtures. Real parts only: campaigns on disk, real mpirun, real Horovod, real SLURM."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+CAMPAIGNS = REPO / "campaigns"
+
+
+@pytest.fixture
+def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    wd = tmp_path / "runs"
+    monkeypatch.setenv("HPCSCALE_WORKDIR", str(wd))
+    return wd
+
+
+def hpcscale(*args: str, env: dict[str, str] | None = None, check: bool = False,
+             timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    """Run the real console script as a user would."""
+    exe = shutil.which("hpcscale", path=str(Path(sys.executable).parent)) or "hpcscale"
+    proc = subprocess.run([exe, *args], capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, "COLUMNS": "200", **(env or {})})
+    if check and proc.returncode != 0:
+        raise AssertionError(f"hpcscale {' '.join(args)} -> {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
+    return proc

@@ -1,0 +1,144 @@
+"""Rendering: every shipped campaign renders to valid bash; values can never run a command."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import textwrap
+from pathlib import Path
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from hpcscale.api import render_campaign
+from hpcscale.errors import InputError
+
+from .conftest import CAMPAIGNS, hpcscale
+
+
+@pytest.mark.parametrize("path", sorted(CAMPAIGNS.glob("*.yaml")), ids=lambda p: p.name)
+def test_every_campaign_renders_valid_bash(path: Path, workdir: Path) -> None:
+    lc, plan, rendered = render_campaign(path, workdir)
+    assert len(rendered) == len(plan.runs)
+    for r in rendered:
+        script = r.run_dir / "job.sbatch"
+        assert os.stat(script).st_mode & stat.S_IXUSR
+        subprocess.run(["bash", "-n", str(script)], check=True)
+        record = json.loads((r.run_dir / "run.json").read_text())
+        assert record["run_id"] == r.run_dir.name == r.run.run_id
+        if lc.system.scheduler == "slurm":
+            text = script.read_text()
+            assert f"#SBATCH --nodes={r.run.nodes}\n" in text
+            assert f"#SBATCH --job-name=hpcscale.{lc.campaign.name}.{r.run.run_id}\n" in text
+
+
+def test_render_twice_gives_same_ids_and_files(workdir: Path) -> None:
+    path = CAMPAIGNS / "fusion_sweep.yaml"
+    _, _, first = render_campaign(path, workdir)
+    before = {p: p.read_bytes() for p in workdir.rglob("*") if p.is_file()}
+    _, _, second = render_campaign(path, workdir)
+    assert [r.run.run_id for r in first] == [r.run.run_id for r in second]
+    assert {p: p.read_bytes() for p in workdir.rglob("*") if p.is_file()} == before
+
+
+def test_horovod_units(workdir: Path) -> None:
+    _, _, rendered = render_campaign(CAMPAIGNS / "fusion_sweep.yaml", workdir)
+    r = next(r for r in rendered if r.run.fusion_threshold_mb == 64 and r.run.cycle_time_ms == 3.5)
+    text = (r.run_dir / "job.sbatch").read_text()
+    assert f"export HOROVOD_FUSION_THRESHOLD={64 * 1024 * 1024}\n" in text  # bytes
+    assert "export HOROVOD_CYCLE_TIME=3.5\n" in text  # ms
+    assert "export HOROVOD_GPU_OPERATIONS=NCCL\n" in text
+
+
+def test_mvapich2_and_nccl_environments(workdir: Path) -> None:
+    _, _, rendered = render_campaign(CAMPAIGNS / "mpi_flavour.yaml", workdir)
+    mv = next(r for r in rendered if r.run.mpi == "mvapich2-gdr" and r.run.nodes == 2)
+    text = (mv.run_dir / "job.sbatch").read_text()
+    assert "module load mvapich2-gdr/2.3.6\n" in text
+    assert "export MV2_USE_CUDA=1\n" in text and "export MV2_SUPPORT_DL=1\n" in text
+    assert "mpirun_rsh -export -np 2 -hostfile" in text
+    nccl = next(r for r in rendered if r.run.mpi == "nccl" and r.run.nodes == 2)
+    assert "srun --mpi=pmi2 --nodes=2 --ntasks=2" in (nccl.run_dir / "job.sbatch").read_text()
+
+
+def test_bad_campaign_writes_nothing(tmp_path: Path, workdir: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(textwrap.dedent("""\
+        name: bad
+        workload: {model: dcgan}
+        system: owens
+        scaling: strong
+        matrix: {nodes: [1, 2, 3], device: gpu, batch: 128}
+        """))
+    with pytest.raises(InputError):
+        render_campaign(bad, workdir)
+    assert not workdir.exists() or not any(workdir.rglob("*"))
+    proc = hpcscale("render", str(bad), "--workdir", str(workdir))
+    assert proc.returncode == 2
+    assert "bad.yaml:5" in proc.stderr and "does not divide evenly" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert not workdir.exists() or not any(workdir.rglob("*"))
+
+
+def test_plan_json_fields() -> None:
+    proc = hpcscale("plan", str(CAMPAIGNS / "fusion_sweep.yaml"), "--json", check=True)
+    runs = json.loads(proc.stdout)
+    assert len(runs) == 20
+    need = {"run_id", "nodes", "tasks_per_node", "threads_per_task", "gpus_per_node",
+            "batch_per_rank", "global_batch", "scaling", "mpi", "strategy", "cycle_time_ms",
+            "fusion_threshold_mb"}
+    assert need <= set(runs[0])
+    assert {(r["cycle_time_ms"], r["fusion_threshold_mb"]) for r in runs} == {
+        (c, f) for c in (1, 3.5, 10, 25, 100) for f in (32, 64, 128, 256)}
+
+
+# --- hostile values ------------------------------------------------------------------------
+
+STAND_IN = """#!/bin/bash
+# Stands in for mpirun: records the argv and one env var it was given, runs nothing.
+printf '%s\\0' "$@" > "$HOSTILE_OUT/argv"
+printf '%s' "$HOSTILE_ENV" > "$HOSTILE_OUT/env"
+"""
+
+hostile_text = st.one_of(
+    st.sampled_from(["$(touch PWNED)", '"; touch PWNED; "', "`touch PWNED`", "'; touch PWNED #",
+                     "a\nb; touch PWNED", "${IFS}touch${IFS}PWNED", "\\$(touch PWNED)", "-np 99",
+                     "*", "~", "$HOME", "!!", "a'b\"c"]),
+    st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00\r"),
+            min_size=1, max_size=40),
+)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(arg=hostile_text, env=hostile_text)
+def test_hostile_values_never_run(tmp_path: Path, arg: str, env: str) -> None:
+    """The launcher is replaced by a harmless stand-in (nothing else could show what argv it got)."""
+    case = Path(__import__("tempfile").mkdtemp(dir=tmp_path))
+    bindir = case / "bin"
+    bindir.mkdir()
+    (bindir / "mpirun").write_text(STAND_IN)
+    (bindir / "mpirun").chmod(0o755)
+    (case / "sys.yaml").write_text(yaml.safe_dump({
+        "name": "hostile", "scheduler": "local", "launcher": "mpirun", "template": "local.sbatch.j2",
+        "cores_per_node": 2, "python": "python3", "env": {"HOSTILE_ENV": env},
+    }, allow_unicode=True))
+    (case / "c.yaml").write_text(yaml.safe_dump({
+        "name": "hostile", "workload": {"model": "dcgan", "args": {"payload": arg}},
+        "system": "sys.yaml", "scaling": "weak", "matrix": {"layout": "2x1", "batch": 4},
+    }, allow_unicode=True))
+    _, _, rendered = render_campaign(case / "c.yaml", case / "wd")
+    script = rendered[0].run_dir / "job.sbatch"
+    out = case / "out"
+    out.mkdir()
+    proc = subprocess.run(["bash", str(script)], cwd=case, capture_output=True, text=True,
+                          env={"PATH": f"{bindir}:/usr/bin:/bin", "HOSTILE_OUT": str(out),
+                               "HOME": str(case)})
+    assert proc.returncode == 0, proc.stderr
+    assert not list(case.rglob("PWNED")) and not list(Path.cwd().glob("PWNED"))
+    argv = (out / "argv").read_bytes().split(b"\0")[:-1]
+    assert argv[argv.index(b"--payload") + 1].decode() == arg
+    assert (out / "env").read_text() == env
