@@ -80,7 +80,7 @@ def run() -> None:
     """Console entry point: user errors -> one line on stderr and their exit code."""
     debug = "--debug" in sys.argv[1:]
     try:
-        app(standalone_mode=False)
+        code = app(standalone_mode=False)  # returns typer.Exit's code instead of exiting
     except HpcscaleError as exc:
         if debug:
             raise
@@ -104,3 +104,7 @@ def run() -> None:
         err_console.print(f"[red]internal error:[/red] {type(exc).__name__}: {exc} "
                           "(run with --debug for the traceback)")
         sys.exit(1)
+    if code == 130:
+        err_console.print("interrupted; state on disk is consistent, re-run the command to resume")
+    if isinstance(code, int) and code:
+        sys.exit(code)

@@ -114,6 +114,7 @@ class Ledger:
     def ensure(self, runs: Iterable[tuple[str, str]]) -> int:
         """Register rendered runs (run_id, run_dir); existing rows are left as they are."""
         now = time.time()
+        runs = list(runs)
         with self.transaction() as db:
             before = db.total_changes
             db.executemany(

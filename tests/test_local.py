@@ -1,0 +1,100 @@
+"""Local mode: real mpirun runs of real jobs, tracked in the ledger, resumable."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from hpcscale.state.ledger import Ledger
+
+from .conftest import hpcscale
+
+pytestmark = [pytest.mark.mpi, pytest.mark.horovod]
+
+
+def tiny_campaign(tmp_path: Path, name: str = "tiny", **matrix: object) -> Path:
+    spec = {
+        "name": name,
+        "workload": {"model": "dcgan", "epochs": 1,
+                     "args": {"image_size": 16, "dataset_size": 64, "burn_in_steps": 1}},
+        "system": "local",
+        "scaling": "weak",
+        "matrix": {"layout": ["1x1", "2x1"], "batch": 8, **matrix},
+    }
+    p = tmp_path / f"{name}.yaml"
+    p.write_text(yaml.safe_dump(spec))
+    return p
+
+
+def test_dry_run_prints_mpirun_lines(tmp_path: Path, workdir: Path) -> None:
+    proc = hpcscale("submit", str(tiny_campaign(tmp_path)), "--backend", "local", "--dry-run",
+                    check=True)
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("mpirun")]
+    assert len(lines) == 2
+    assert any(" -np 1 " in ln for ln in lines) and any(" -np 2 " in ln for ln in lines)
+    assert not (workdir / "tiny" / "ledger.sqlite").exists()  # nothing submitted
+
+
+def test_local_campaign_runs_and_resumes(tmp_path: Path, workdir: Path) -> None:
+    camp = tiny_campaign(tmp_path)
+    proc = hpcscale("submit", str(camp), check=True)  # local is the default for `system: local`
+    assert "2 completed, 0 failed" in proc.stdout
+    status = json.loads(hpcscale("status", "tiny", "--json", check=True).stdout)
+    rows = status["tiny"]
+    assert {r["state"] for r in rows} == {"COMPLETED"}
+    for r in rows:
+        metrics = json.loads((Path(r["run_dir"]) / "metrics.json").read_text())
+        assert metrics["ranks"] in (1, 2)
+    again = hpcscale("submit", str(camp), check=True)
+    assert "2 run(s) already completed" in again.stdout and "0 completed" in again.stdout
+    with Ledger(workdir / "tiny") as ledger:
+        assert [h[1] for h in ledger.history(rows[0]["run_id"])] == [
+            "RENDERED", "SUBMITTED", "RUNNING", "COMPLETED"]
+
+
+def test_failing_run_is_recorded_and_campaign_goes_on(tmp_path: Path, workdir: Path) -> None:
+    camp = tiny_campaign(tmp_path, name="mixed", model=["no_such_model", "dcgan"])
+    proc = hpcscale("submit", str(camp))
+    assert proc.returncode == 1
+    assert "2 completed, 2 failed" in proc.stdout
+    rows = json.loads(hpcscale("status", "mixed", "--json", check=True).stdout)["mixed"]
+    failed = [r for r in rows if r["state"] == "FAILED"]
+    assert len(failed) == 2
+    assert all("no_such_model" in (r["message"] or "") for r in failed)  # the log's tail
+
+
+def test_interrupt_leaves_ledger_consistent_and_resume_finishes(tmp_path: Path, workdir: Path) -> None:
+    camp = tiny_campaign(tmp_path, name="intr")
+    exe = Path(sys.executable).parent / "hpcscale"
+    proc = subprocess.Popen([str(exe), "submit", str(camp)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    ledger_path = workdir / "intr" / "ledger.sqlite"
+    deadline = time.monotonic() + 120
+    running = False
+    while time.monotonic() < deadline and not running:
+        time.sleep(0.5)
+        if ledger_path.exists():
+            with Ledger(ledger_path.parent) as ledger:
+                running = any(r.state == "RUNNING" for r in ledger.rows())
+    assert running, "no run reached RUNNING"
+    time.sleep(2)
+    os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C in a terminal does
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    with Ledger(ledger_path.parent) as ledger:
+        states = sorted(r.state for r in ledger.rows())
+        pgids = list((workdir / "intr").rglob(".pgid"))
+    assert "RUNNING" not in states and "CANCELLED" in states
+    assert not pgids
+    done = hpcscale("submit", str(camp), check=True)
+    assert "failed" in done.stdout
+    rows = json.loads(hpcscale("status", "intr", "--json", check=True).stdout)["intr"]
+    assert {r["state"] for r in rows} == {"COMPLETED"}
