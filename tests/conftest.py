@@ -21,12 +21,23 @@ def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return wd
 
 
-def hpcscale(*args: str, env: dict[str, str] | None = None, check: bool = False,
-             timeout: float = 600) -> subprocess.CompletedProcess[str]:
+def hpcscale(
+    *args: str, env: dict[str, str] | None = None, check: bool = False, timeout: float = 600
+) -> subprocess.CompletedProcess[str]:
     """Run the real console script as a user would."""
     exe = shutil.which("hpcscale", path=str(Path(sys.executable).parent)) or "hpcscale"
-    proc = subprocess.run([exe, *args], capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, "COLUMNS": "200", **(env or {})})
+    proc = subprocess.run(
+        [exe, *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "COLUMNS": "200", **(env or {})},
+    )
     if check and proc.returncode != 0:
-        raise AssertionError(f"hpcscale {' '.join(args)} -> {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
+        raise AssertionError(
+            f"hpcscale {' '.join(args)} -> {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
+        )
     return proc
+
+
+from tests.slurm_fixture import slurm_cluster  # noqa: E402, F401  (session fixture: real SLURM)
