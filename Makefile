@@ -26,7 +26,7 @@ venv: $(PY)
 
 core: $(PY) ## the hpcscale package (editable) with dev and bench tools
 	@if $(PY) -c "import hpcscale, pytest, hypothesis, ruff, reframe" 2>/dev/null && [ $(VENV)/.core-stamp -nt pyproject.toml ]; then echo "core: present"; else \
-	  $(PIP) install -q -e '.[dev,bench]' && touch $(VENV)/.core-stamp; fi
+	  $(PIP) install -q -e '.[dev,bench]' 'numpy<2' && touch $(VENV)/.core-stamp; fi  # NumPy 1: TF 2.15
 
 jobs: $(PY) system-packages ## TensorFlow 2.15.1 (CPU), Horovod 0.28.1 built against Open MPI + Gloo, mpi4py
 	@if $(PY) -c "import tensorflow" 2>/dev/null; then echo "tensorflow: present"; else \
