@@ -57,15 +57,22 @@ def normalise(df: pd.DataFrame) -> pd.DataFrame:
     for col, default in _DEFAULTS.items():
         if col not in out.columns:
             out[col] = [default] * len(out)
+        elif default is not None:  # a column some rows left empty (rows from mixed sources)
+            out[col] = out[col].astype(object).where(out[col].notna(), default)
+    for col in ("fp16_allreduce", "hierarchical_allreduce", "mixed_precision"):
+        out[col] = out[col].astype(bool)
     if "run_id" not in out.columns:
         out["run_id"] = [f"row{i}" for i in range(len(out))]
     for col in ("nodes", "tasks_per_node", "threads_per_task", "repeat"):
         out[col] = _positive_int(out[col], col, allow_zero=col == "repeat")
+    one_per_rank = pd.Series(np.where(out["device"] == "gpu", out["tasks_per_node"], 0))
     if "gpus_per_node" not in out.columns:
-        out["gpus_per_node"] = np.where(out["device"] == "gpu", out["tasks_per_node"], 0)
+        out["gpus_per_node"] = one_per_rank
+    out["gpus_per_node"] = out["gpus_per_node"].fillna(one_per_rank)
     out["gpus_per_node"] = _positive_int(out["gpus_per_node"], "gpus_per_node", allow_zero=True)
     if "ranks" not in out.columns:
         out["ranks"] = out["nodes"] * out["tasks_per_node"]
+    out["ranks"] = out["ranks"].fillna(out["nodes"] * out["tasks_per_node"])
     out["ranks"] = _positive_int(out["ranks"], "ranks")
     out["gpus"] = out["nodes"] * out["gpus_per_node"]
     _fill_batches(out)
@@ -104,10 +111,13 @@ def _fill_batches(out: pd.DataFrame) -> None:
     replicas = np.where(
         (out["strategy"] == "mirrored") & (out["gpus"] > 0), out["gpus"], out["ranks"]
     )
+    replicas = pd.Series(replicas, index=out.index)
     if not has_g:
-        out["global_batch"] = out["batch_per_rank"] * replicas
+        out["global_batch"] = np.nan
     if not has_b:
-        out["batch_per_rank"] = out["global_batch"] // replicas
+        out["batch_per_rank"] = np.nan
+    out["global_batch"] = out["global_batch"].fillna(out["batch_per_rank"] * replicas)
+    out["batch_per_rank"] = out["batch_per_rank"].fillna(out["global_batch"] // replicas)
     for col in ("batch_per_rank", "global_batch"):
         out[col] = _positive_int(out[col], col)
 

@@ -20,7 +20,6 @@ from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
-from scipy import stats
 
 Law = Literal["amdahl", "gustafson"]
 
@@ -69,6 +68,8 @@ class LawFit:
         var_mean = np.einsum("ij,jk,ik->i", x0, self.cov, x0)
         noise = self.sigma2 * (value**2 if self.relative else 1.0)
         if self.dof > 0:
+            from scipy import stats  # heavy import: only when a band is asked for
+
             half = stats.t.ppf(0.5 + level / 2.0, self.dof) * np.sqrt(var_mean + noise)
         else:
             half = np.full_like(value, np.nan)

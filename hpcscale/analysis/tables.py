@@ -52,8 +52,8 @@ def strategy_name(strategy: str, cross_device_ops: object, mpi: str) -> str:
 def scaling_table(cells: pd.DataFrame) -> pd.DataFrame:
     """Seed 001's weak/strong table plus speedup, efficiency and the repeat spread."""
     label = axis_label(cells)
-    ordered = _ordered(cells, ["model", "device", "scaling", "axis_value"])
-    return pd.DataFrame(
+    ordered = _ordered(cells, ["model", "device", "scaling", "group", "axis_value"])
+    out = pd.DataFrame(
         {
             "Model": ordered["model"],
             "Scaling": ordered["scaling"].map({"strong": "S", "weak": "W", "none": "-"}),
@@ -71,6 +71,10 @@ def scaling_table(cells: pd.DataFrame) -> pd.DataFrame:
             "Repeats": ordered["repeats"],
         }
     ).reset_index(drop=True)
+    names = _strategy_names(ordered)
+    if len(set(names)) > 1:  # the seeds' tables hold one strategy; say which when they differ
+        out.insert(1, "Strategy", names)
+    return out
 
 
 def overhead_table(cells: pd.DataFrame) -> pd.DataFrame:
@@ -78,16 +82,10 @@ def overhead_table(cells: pd.DataFrame) -> pd.DataFrame:
     label = axis_label(cells)
     scaled = cells[cells["scaling"].isin(["weak", "strong"])]
     ordered = _ordered(scaled, ["model", "strategy", "cross_device_ops", "mpi", "axis_value"])
-    names = [
-        strategy_name(s, c, m)
-        for s, c, m in zip(
-            ordered["strategy"], ordered["cross_device_ops"], ordered["mpi"], strict=True
-        )
-    ]
     return pd.DataFrame(
         {
             "Model": ordered["model"],
-            "Strategy": names,
+            "Strategy": _strategy_names(ordered),
             label: ordered["axis_value"],
             "Comm. overhead (%)": ordered["overhead_pct"],
             "Efficiency": ordered["efficiency"],
@@ -293,6 +291,13 @@ def _with_overlap_columns(rows: pd.DataFrame, lead: dict[str, object]) -> pd.Dat
         if col in rows.columns and rows[col].notna().any():
             out[name] = rows[col]
     return out.reset_index(drop=True)
+
+
+def _strategy_names(rows: pd.DataFrame) -> list[str]:
+    return [
+        strategy_name(s, c, m)
+        for s, c, m in zip(rows["strategy"], rows["cross_device_ops"], rows["mpi"], strict=True)
+    ]
 
 
 def _ordered(cells: pd.DataFrame, by: list[str]) -> pd.DataFrame:

@@ -9,6 +9,7 @@ import sys
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 from hpcscale.cli import campaign as campaign_cmds
 from hpcscale.cli.common import err_console
@@ -84,7 +85,7 @@ def run() -> None:
     except HpcscaleError as exc:
         if debug:
             raise
-        err_console.print(f"[red]error:[/red] {exc}", highlight=False)
+        err_console.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
         err_console.print("interrupted; state on disk is consistent, re-run the command to resume")
@@ -101,8 +102,10 @@ def run() -> None:
             sys.exit(130)
         if debug:
             raise
-        err_console.print(f"[red]internal error:[/red] {type(exc).__name__}: {exc} "
-                          "(run with --debug for the traceback)")
+        err_console.print(
+            f"[red]internal error:[/red] {type(exc).__name__}: {escape(str(exc))} "
+            "(run with --debug for the traceback)"
+        )
         sys.exit(1)
     if code == 130:
         err_console.print("interrupted; state on disk is consistent, re-run the command to resume")

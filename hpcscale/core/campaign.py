@@ -72,8 +72,14 @@ class Reference(BaseModel):
     metric: str
     where: dict[str, str | int | float | bool] = Field(default_factory=dict)
     value: float
-    lower: float | None = Field(default=None, description="allowed fraction below value")
-    upper: float | None = Field(default=None, description="allowed fraction above value")
+    lower: float | None = Field(
+        default=None,
+        description="how far below value may go, a fraction of value (0.2 = 20%); "
+        "the sign is ignored, as in ReFrame's -0.2; null: no bound",
+    )
+    upper: float | None = Field(
+        default=None, description="how far above value may go, a fraction of value; null: no bound"
+    )
     unit: str = ""
 
 
@@ -102,7 +108,9 @@ class Campaign(BaseModel):
     @classmethod
     def _name(cls, v: str) -> str:
         if not NAME.match(v):
-            raise ValueError("name must be 1-64 letters, digits, '_', '.', '-' (it names a directory)")
+            raise ValueError(
+                "name must be 1-64 letters, digits, '_', '.', '-' (it names a directory)"
+            )
         return v
 
     def axes(self) -> dict[str, Any]:
@@ -127,8 +135,12 @@ def load_campaign(path: str | Path) -> LoadedCampaign:
     campaign = validate(Campaign, src.data, src)
     for axis in campaign.axes():
         if axis not in AXES and not axis.startswith("args."):
-            raise src.error(("matrix", axis), f"unknown axis {axis!r}{did_you_mean(axis, AXES)}; "
-                            f"axes: {', '.join(AXES)}, or args.<workload argument>")
-    system = load_system(campaign.system, relative_to=path.parent,
-                         where=(str(path), src.line_of(("system",))))
+            raise src.error(
+                ("matrix", axis),
+                f"unknown axis {axis!r}{did_you_mean(axis, AXES)}; "
+                f"axes: {', '.join(AXES)}, or args.<workload argument>",
+            )
+    system = load_system(
+        campaign.system, relative_to=path.parent, where=(str(path), src.line_of(("system",)))
+    )
     return LoadedCampaign(campaign=campaign, system=system, path=path, source=src)

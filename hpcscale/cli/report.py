@@ -1,0 +1,154 @@
+"""`hpcscale report`: the tables and figures of a campaign (or of every campaign in the workdir)
+as index.md + index.html, optionally CSV / Parquet, and `--check` against the references."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from rich.markup import escape
+from rich.table import Table as RichTable
+
+from hpcscale.cli.common import WorkdirOpt, console, err_console
+from hpcscale.core.paths import workdir as resolve_workdir
+from hpcscale.errors import HpcscaleError, UsageError
+
+if TYPE_CHECKING:
+    from hpcscale.report.data import CampaignSource
+    from hpcscale.report.model import CampaignReport
+
+
+class ReportFormat(StrEnum):
+    md = "md"
+    html = "html"
+    csv = "csv"
+    parquet = "parquet"
+
+
+def report(
+    campaign: Annotated[
+        str | None,
+        typer.Argument(
+            help="campaign name in the workdir, or its YAML file; default: every campaign",
+            show_default=False,
+        ),
+    ] = None,
+    format: Annotated[
+        list[ReportFormat] | None,
+        typer.Option(
+            "--format", "-f", help="repeat for several (default: md and html)", show_default=False
+        ),
+    ] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out",
+            "-o",
+            help="report directory (default: <campaign dir>/report, "
+            "or <workdir>/report for several campaigns)",
+            show_default=False,
+        ),
+    ] = None,
+    check: Annotated[
+        bool, typer.Option("--check", help="exit 1 if a campaign reference fails (for CI)")
+    ] = False,
+    workdir: WorkdirOpt = None,
+) -> None:
+    """Write the scaling report: tables in the seed reports' shapes, figures, provenance."""
+    from hpcscale.report.build import DEFAULT_FORMATS, build
+
+    wd = resolve_workdir(workdir)
+    dirs, sources = _campaigns(campaign, wd)
+    out_dir = (out or (dirs[0] / "report" if len(dirs) == 1 else wd / "report")).absolute()
+    formats = [f.value for f in format] if format else list(DEFAULT_FORMATS)
+    result = build(dirs, out_dir, formats, sources=sources)
+
+    for rep in result.reports:
+        console.print(_summary(rep))
+    for name in result.empty:
+        console.print(f"[yellow]{name}: no finished runs yet, left out[/yellow]")
+    failures = [
+        (rep.name, r) for rep in result.reports for r in rep.reference_results if not r.passed
+    ]
+    checked = sum(len(rep.reference_results) for rep in result.reports)
+    for name, r in failures:
+        err_console.print(f"[red]{escape(name)}:[/red] {escape(r.message)}", highlight=False)
+    if checked:
+        colour = "red" if failures else "green"
+        console.print(
+            f"[{colour}]references: {checked - len(failures)} of {checked} passed[/{colour}]"
+        )
+    elif check:
+        console.print("--check: no references defined; nothing to check")
+    data = [p for p in result.paths if p.parent.name == "data"]
+    if data:
+        console.print(
+            f"data: {len(data)} file(s) in {data[0].parent}", highlight=False, soft_wrap=True
+        )
+    for path in result.paths:
+        if path.name in ("index.md", "index.html"):
+            console.print(f"report: {path}", highlight=False, soft_wrap=True)
+    if result.problems:
+        raise HpcscaleError("; ".join(result.problems))
+    if check and failures:
+        raise HpcscaleError(f"{len(failures)} reference check(s) failed")
+
+
+def _campaigns(campaign: str | None, wd: Path) -> tuple[list[Path], dict[Path, CampaignSource]]:
+    """Campaign directories to report on, and the campaign file to use for each that the user
+    named by path (its references are the ones to check, not the copy made at submit)."""
+    from hpcscale.report.data import campaign_source, find_campaigns, is_campaign_dir
+
+    if campaign is None:
+        dirs = find_campaigns(wd)
+        if not dirs:
+            raise UsageError(
+                f"no campaigns in {wd} (a campaign directory holds ledger.sqlite "
+                "or runs/); submit one first or pass --workdir"
+            )
+        return dirs, {}
+    path = Path(campaign)
+    if path.suffix in (".yaml", ".yml") or path.is_file():
+        if not path.is_file():
+            raise UsageError(f"campaign file {path} does not exist")
+        from hpcscale.core.campaign import load_campaign
+
+        name = load_campaign(path).campaign.name
+        cdir = wd / name
+        if not is_campaign_dir(cdir):
+            raise UsageError(
+                f"campaign {name!r} has no run directory in {wd}; submit it first "
+                f"(hpcscale submit {path})"
+            )
+        return [cdir], {cdir: campaign_source(cdir, path)}
+    cdir = wd / campaign
+    if not is_campaign_dir(cdir):
+        known = ", ".join(p.name for p in find_campaigns(wd)) or "none"
+        raise UsageError(f"no campaign {campaign!r} in {wd} (campaigns there: {known})")
+    return [cdir], {}
+
+
+def _summary(rep: CampaignReport) -> RichTable:
+    """Images/s, speedup and efficiency per matrix cell: the numbers people look at first."""
+    from hpcscale.report.fmt import cell
+    from hpcscale.report.labels import CELL_PARTS, labels
+
+    cells = rep.cells
+    table = RichTable(title=f"{escape(rep.name)}: {len(rep.runs)} run(s)", title_justify="left")
+    table.add_column("Run (cell)")
+    table.add_column("Ranks", justify="right")
+    table.add_column("Images/s", justify="right")
+    table.add_column("Speedup", justify="right")
+    table.add_column("Efficiency", justify="right")
+    names = labels(cells, CELL_PARTS)
+    for name, (_, row) in zip(names, cells.iterrows(), strict=True):
+        table.add_row(
+            escape(name),
+            str(int(row["ranks"])),
+            cell(row["images_per_s"]),
+            cell(row["speedup"]),
+            cell(row["efficiency"]),
+        )
+    return table

@@ -1,0 +1,159 @@
+"""Campaign directories in, report files out: index.md (+ figures/), index.html (figures
+embedded), and the tidy tables as CSV / Parquet under data/.
+
+Everything is computed and rendered in memory first; files are then written atomically, so a
+failure part-way leaves the previous report intact rather than half of a new one."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from hpcscale.core.paths import atomic_write
+from hpcscale.errors import HpcscaleError, UsageError
+from hpcscale.report import html, markdown, provenance
+from hpcscale.report.data import CampaignSource, campaign_source, collected_runs
+from hpcscale.report.export import ParquetUnavailable, csv_bytes, parquet_bytes
+from hpcscale.report.figures import png_bytes
+from hpcscale.report.model import CampaignReport, Section, Table
+from hpcscale.report.sections import campaign_report
+
+FORMATS: tuple[str, ...] = ("md", "html", "csv", "parquet")
+DEFAULT_FORMATS: tuple[str, ...] = ("md", "html")
+
+
+@dataclass
+class BuildResult:
+    paths: list[Path]
+    reports: list[CampaignReport]
+    problems: list[str] = field(default_factory=list)  # formats that could not be written
+    empty: list[str] = field(default_factory=list)  # campaigns with no finished run
+
+
+def build_report(
+    campaign_dirs: Sequence[Path], out_dir: Path, formats: Sequence[str] = DEFAULT_FORMATS
+) -> list[Path]:
+    """Write the report; the paths written. Raises HpcscaleError naming any format that could
+    not be written (the others are written first)."""
+    result = build(campaign_dirs, out_dir, formats)
+    if result.problems:
+        raise HpcscaleError("; ".join(result.problems))
+    return result.paths
+
+
+def build(
+    campaign_dirs: Sequence[Path],
+    out_dir: Path,
+    formats: Sequence[str] = DEFAULT_FORMATS,
+    sources: Mapping[Path, CampaignSource] | None = None,
+    load: Callable[[CampaignSource], pd.DataFrame] = collected_runs,
+) -> BuildResult:
+    """`sources` overrides the campaign file read from a directory (a YAML the user named);
+    `load` gives a campaign's run table (default: the collector, collecting new runs first)."""
+    unknown = sorted(set(formats) - set(FORMATS))
+    if unknown:
+        raise UsageError(f"unknown report format(s) {', '.join(unknown)}; use {', '.join(FORMATS)}")
+    formats = list(dict.fromkeys(formats or DEFAULT_FORMATS))
+    reports, empty = [], []
+    for cdir in campaign_dirs:
+        src = (sources or {}).get(cdir) or campaign_source(cdir)
+        runs = load(src)
+        if runs is None or runs.empty:
+            empty.append(src.name)
+            continue
+        rep = campaign_report(
+            runs, src.name, src.description, src.references, provenance_section(src)
+        )
+        unfinished = runs.attrs.get("unfinished") or []
+        if unfinished:
+            rep.notes.append(f"{len(unfinished)} run(s) not finished yet: {', '.join(unfinished)}")
+        rep.notes += [f"run {rid}: {reason}" for rid, reason in runs.attrs.get("problems", [])]
+        reports.append(rep)
+    if not reports:
+        names = ", ".join(empty) or "none"
+        raise HpcscaleError(
+            f"no finished runs to report on (campaigns: {names}); see `hpcscale status`"
+        )
+    return write(reports, out_dir, formats, empty)
+
+
+def write(
+    reports: Sequence[CampaignReport],
+    out_dir: Path,
+    formats: Sequence[str],
+    empty: Sequence[str] = (),
+    stamp: str | None = None,
+) -> BuildResult:
+    stamp = stamp or dt.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")
+    title = (
+        f"Scaling report: {reports[0].name}"
+        if len(reports) == 1
+        else f"Scaling report: {len(reports)} campaigns"
+    )
+    for rep in reports:
+        if empty:
+            rep.notes.append("campaigns with no finished run: " + ", ".join(empty))
+        for sec in rep.sections:
+            for plot in sec.plots:
+                plot.png = png_bytes(plot.figure)
+                plot.file = f"figures/{rep.name}-{plot.key}.png"
+    files: dict[Path, bytes] = {}
+    problems: list[str] = []
+    if "md" in formats:
+        files[out_dir / "index.md"] = markdown.render(reports, title, stamp).encode("utf-8")
+        for rep in reports:
+            for sec in rep.sections:
+                for plot in sec.plots:
+                    files[out_dir / plot.file] = plot.png
+    if "html" in formats:
+        files[out_dir / "index.html"] = html.render(reports, title, stamp).encode("utf-8")
+    for rep in reports:
+        frames = data_frames(rep)
+        if "csv" in formats:
+            for key, frame in frames.items():
+                files[out_dir / "data" / f"{rep.name}-{key}.csv"] = csv_bytes(frame)
+        if "parquet" in formats:
+            try:
+                for key in ("runs", "cells"):
+                    files[out_dir / "data" / f"{rep.name}-{key}.parquet"] = parquet_bytes(
+                        frames[key]
+                    )
+            except ParquetUnavailable as exc:
+                problems.append(f"parquet not written: {exc}")
+    for path, data in files.items():
+        atomic_write(path, data)
+    return BuildResult(list(files), list(reports), problems, list(empty))
+
+
+def data_frames(rep: CampaignReport) -> dict[str, pd.DataFrame]:
+    """The tidy run table, the derived cells, and every table shown, by file key."""
+    frames = {"runs": rep.runs, "cells": rep.cells}
+    for sec in rep.sections:
+        for tab in sec.tables:
+            frames.setdefault(tab.key, tab.frame)
+    return frames
+
+
+def provenance_section(src: CampaignSource) -> Section | None:
+    runs = provenance.read_runs(src.dir)
+    system = src.system or next((r.get("system") for r, _ in runs if r.get("system")), None)
+    tabs = [
+        Table("software", "Software and MPI", provenance.software_table(runs)),
+        Table(
+            "environment", "Environment knobs (as the jobs saw them)", provenance.knobs_table(runs)
+        ),
+    ]
+    sys_table, note = provenance.system_table(system, src.dir)
+    tabs.append(Table("system", f"System profile: {system or 'unknown'}", sys_table, note))
+    tabs = [t for t in tabs if not t.frame.empty]
+    if not tabs:
+        return None
+    text = [
+        f"Campaign directory: {src.dir}. Values that differ between runs are all listed, "
+        "with the number of runs that had each."
+    ]
+    return Section("provenance", "Provenance", text, tabs)

@@ -1,0 +1,69 @@
+"""Finding campaigns and their data: the campaign file (description, references, collect
+options) and the collector's tidy run table."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from hpcscale.errors import UsageError
+
+
+@dataclass
+class CampaignSource:
+    name: str
+    dir: Path
+    description: str = ""
+    references: list[Any] = field(default_factory=list)
+    timeline: bool = False
+    system: str | None = None
+
+
+def is_campaign_dir(path: Path) -> bool:
+    return path.is_dir() and ((path / "ledger.sqlite").exists() or (path / "runs").is_dir())
+
+
+def find_campaigns(workdir: Path) -> list[Path]:
+    if not workdir.is_dir():
+        return []
+    return sorted(p for p in workdir.iterdir() if is_campaign_dir(p))
+
+
+def campaign_source(cdir: Path, yaml_path: Path | None = None) -> CampaignSource:
+    """What the report needs from the campaign file: `yaml_path` when the user named one (its
+    references are the ones to check), else the resolved copy in the campaign directory.
+
+    The system profile is not loaded: a report must not need the cluster's profile to exist."""
+    from hpcscale.core.campaign import Campaign
+    from hpcscale.core.validation import validate
+    from hpcscale.core.yamlsrc import load_yaml
+
+    path = yaml_path or cdir / "campaign.yaml"
+    if not path.exists():
+        return CampaignSource(cdir.name, cdir)
+    src = load_yaml(path)
+    if not isinstance(src.data, dict):
+        raise UsageError(f"{path}: a campaign must be a YAML mapping")
+    camp = validate(Campaign, src.data, src)
+    return CampaignSource(
+        name=cdir.name,  # the directory is named by the campaign; a renamed copy stays apart
+        dir=cdir,
+        description=camp.description,
+        references=list(camp.references),
+        timeline=camp.collect.timeline,
+        system=camp.system,
+    )
+
+
+def collected_runs(source: CampaignSource) -> pd.DataFrame:
+    """The collector's tidy table (one row per finished run), collecting new runs first;
+    `attrs["problems"]` lists (run id, reason) for runs it could not (fully) read.
+
+    Collection is incremental, so calling it every time only reads runs finished since the
+    last `hpcscale collect`, and the report never shows a stale table."""
+    from hpcscale.collect import collector
+
+    return collector.collect(source.dir, timeline=source.timeline)

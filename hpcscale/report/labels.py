@@ -1,0 +1,134 @@
+"""Short names for groups and cells: only what differs between the rows shown, so legends and bar
+labels stay short enough to read in print."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import pandas as pd
+
+from hpcscale.analysis.tables import strategy_name
+
+Describe = Callable[[pd.Series], str]
+
+
+def _flag(name: str, col: str) -> Describe:
+    """Only a switched-on flag is named (a label says what is on, not all that is off)."""
+    return lambda r: name if bool(r[col]) else ""
+
+
+def _num(name: str, unit: str, col: str) -> Describe:
+    def describe(r: pd.Series) -> str:
+        v = r[col]
+        return f"default {name}" if v is None or pd.isna(v) else f"{name} {float(v):g} {unit}"
+
+    return describe
+
+
+# Column -> (columns it depends on, how to say it). Order = order in a label.
+PARTS: dict[str, tuple[tuple[str, ...], Describe]] = {
+    "model": (("model",), lambda r: str(r["model"])),
+    "device": (("device",), lambda r: str(r["device"]).upper()),
+    "scaling": (("scaling",), lambda r: str(r["scaling"])),
+    "strategy": (
+        ("strategy", "cross_device_ops", "mpi"),
+        lambda r: strategy_name(r["strategy"], r["cross_device_ops"], r["mpi"]),
+    ),
+    "layout": (
+        ("tasks_per_node", "threads_per_task"),
+        lambda r: f"{int(r['tasks_per_node'])}x{int(r['threads_per_task'])}",
+    ),
+    "nodes": (("nodes",), lambda r: f"{int(r['nodes'])} node{'s' * (int(r['nodes']) != 1)}"),
+    "ranks": (("ranks",), lambda r: f"{int(r['ranks'])} rank{'s' * (int(r['ranks']) != 1)}"),
+    "batch_per_rank": (("batch_per_rank",), lambda r: f"batch {int(r['batch_per_rank'])}/rank"),
+    "global_batch": (("global_batch",), lambda r: f"global batch {int(r['global_batch'])}"),
+    "fusion_threshold_mb": (("fusion_threshold_mb",), _num("fusion", "MB", "fusion_threshold_mb")),
+    "cycle_time_ms": (("cycle_time_ms",), _num("cycle", "ms", "cycle_time_ms")),
+    "fp16_allreduce": (("fp16_allreduce",), _flag("fp16 all-reduce", "fp16_allreduce")),
+    "mixed_precision": (("mixed_precision",), _flag("mixed precision", "mixed_precision")),
+    "hierarchical_allreduce": (
+        ("hierarchical_allreduce",),
+        _flag("hierarchical", "hierarchical_allreduce"),
+    ),
+    "repeat": (("repeat",), lambda r: f"repeat {int(r['repeat'])}"),
+    "fixed_batch": (("fixed_batch",), lambda r: str(r["fixed_batch"])),
+}
+GROUP_PARTS: tuple[str, ...] = (
+    "model",
+    "device",
+    "scaling",
+    "strategy",
+    "fusion_threshold_mb",
+    "cycle_time_ms",
+    "fp16_allreduce",
+    "mixed_precision",
+    "hierarchical_allreduce",
+    "layout",
+    "batch_per_rank",
+    "global_batch",
+)
+CELL_PARTS: tuple[str, ...] = (*GROUP_PARTS, "nodes", "ranks")
+
+
+def varying(rows: pd.DataFrame, parts: Sequence[str]) -> list[str]:
+    """The parts whose value differs between rows (NaN/None counted as a value)."""
+    out = []
+    for part in parts:
+        cols = [c for c in PARTS[part][0] if c in rows.columns]
+        if cols and len(rows[cols].map(str).drop_duplicates()) > 1:
+            out.append(part)
+    return out
+
+
+def describe(row: pd.Series, parts: Sequence[str]) -> str:
+    said = [text for text in (PARTS[p][1](row) for p in parts) if text]
+    return ", ".join(said) if said or not parts else "defaults"
+
+
+# Parts that often follow from others (the layout and batches change with the ranks in a
+# scaling sweep); dropped from a label when the rest still tells the rows apart.
+IMPLIED: tuple[str, ...] = ("global_batch", "batch_per_rank", "layout", "nodes", "fixed_batch")
+
+
+def minimal(rows: pd.DataFrame, parts: Sequence[str]) -> list[str]:
+    """`parts` without those in IMPLIED that add no distinction between the rows."""
+    keep = list(parts)
+
+    def distinct(ps: list[str]) -> int:
+        cols = list(dict.fromkeys(c for p in ps for c in PARTS[p][0] if c in rows.columns))
+        return len(rows[cols].map(str).drop_duplicates()) if cols else 1
+
+    full = distinct(keep)
+    for part in IMPLIED:
+        if part in keep and len(keep) > 1:
+            trial = [p for p in keep if p != part]
+            if distinct(trial) == full:
+                keep = trial
+    return keep
+
+
+def labels(rows: pd.DataFrame, parts: Sequence[str] = CELL_PARTS, fallback: str = "") -> list[str]:
+    """One label per row naming only what differs; `fallback` (or the model) when nothing does."""
+    diff = minimal(rows, varying(rows, parts))
+    if not diff:
+        base = fallback or (str(rows["model"].iloc[0]) if len(rows) else "")
+        return [base] * len(rows)
+    return [describe(r, diff) for _, r in rows.iterrows()]
+
+
+def group_labels(cells: pd.DataFrame, scaling_parts: bool = True) -> dict[Any, str]:
+    """A label per `group` id of derived cells, naming what differs between groups."""
+    firsts = cells.sort_values("group", kind="stable").groupby("group").head(1)
+    parts = [p for p in GROUP_PARTS if scaling_parts or p != "scaling"]
+    # Within a group the other batch column varies with the axis; name the one held fixed.
+    firsts = firsts.assign(fixed_batch=[_fixed_batch(r) for _, r in firsts.iterrows()])
+    parts = [p for p in parts if p not in ("batch_per_rank", "global_batch")] + ["fixed_batch"]
+    names = labels(firsts, parts)
+    return dict(zip(firsts["group"].tolist(), names, strict=True))
+
+
+def _fixed_batch(row: pd.Series) -> str:
+    if row["scaling"] == "strong":
+        return f"global batch {int(row['global_batch'])}"
+    return f"batch {int(row['batch_per_rank'])}/rank"

@@ -1,0 +1,62 @@
+"""index.md: the report as GitHub-flavoured Markdown, figures as PNG files beside it."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pandas as pd
+
+from hpcscale.report.fmt import display
+from hpcscale.report.model import CampaignReport, Section
+
+
+def table_md(frame: pd.DataFrame) -> str:
+    shown = display(frame)
+    if shown.empty:
+        return "_(no rows)_"
+    shown = shown.map(lambda s: s.replace("|", "\\|"))
+    shown.columns = [str(c).replace("|", "\\|") for c in shown.columns]
+    return shown.to_markdown(index=False, tablefmt="github", disable_numparse=True)
+
+
+def render(reports: Sequence[CampaignReport], title: str, stamp: str) -> str:
+    single = len(reports) == 1
+    lines = [f"# {title}", "", f"_Generated {stamp} by hpcscale._", ""]
+    if not single:
+        lines += ["Campaigns: " + ", ".join(f"[{r.name}](#{_anchor(r.name)})" for r in reports), ""]
+    for rep in reports:
+        level = 2 if single else 3
+        if not single:
+            lines += [f"## {rep.name}", ""]
+        if rep.description:
+            lines += [rep.description, ""]
+        lines += _contents(rep.sections)
+        for sec in rep.sections:
+            lines += _section(sec, level)
+        if rep.notes:
+            lines += [f"{'#' * level} Not shown", ""]
+            lines += [f"- {n}" for n in rep.notes] + [""]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _contents(sections: Sequence[Section]) -> list[str]:
+    return ["Sections: " + " · ".join(s.title for s in sections), ""]
+
+
+def _section(sec: Section, level: int) -> list[str]:
+    out = [f"{'#' * level} {sec.title}", ""]
+    for para in sec.text:
+        out += [para, ""]
+    for tab in sec.tables:
+        out += [f"**{tab.title}**", "", table_md(tab.frame), ""]
+        if tab.note:
+            out += [f"_{tab.note}_", ""]
+    for plot in sec.plots:
+        out += [f"![{plot.title}]({plot.file})", ""]
+        if plot.caption:
+            out += [f"_{plot.caption}_", ""]
+    return out
+
+
+def _anchor(name: str) -> str:
+    return "".join(c for c in name.lower().replace(" ", "-") if c.isalnum() or c in "-_")

@@ -1,0 +1,48 @@
+"""What a report is made of, independent of how it is written (Markdown, HTML, CSV)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pandas as pd
+from matplotlib.figure import Figure
+
+
+@dataclass
+class Table:
+    key: str  # file-name safe; also the CSV name
+    title: str
+    frame: pd.DataFrame
+    note: str = ""
+
+
+@dataclass
+class Plot:
+    key: str  # file-name safe; the PNG is <campaign>-<key>.png
+    title: str
+    figure: Figure
+    caption: str = ""
+    file: str = ""  # set when written: path relative to the report directory
+    png: bytes = b""  # set when rendered
+
+
+@dataclass
+class Section:
+    key: str
+    title: str
+    text: list[str] = field(default_factory=list)  # paragraphs, plain text
+    tables: list[Table] = field(default_factory=list)
+    plots: list[Plot] = field(default_factory=list)
+
+
+@dataclass
+class CampaignReport:
+    """One campaign's sections plus what the terminal summary and `--check` need."""
+
+    name: str
+    description: str
+    sections: list[Section]
+    runs: pd.DataFrame  # the collector's tidy table
+    cells: pd.DataFrame  # derive.derive(runs)
+    reference_results: list = field(default_factory=list)  # analysis.references.ReferenceResult
+    notes: list[str] = field(default_factory=list)  # what was left out and why
