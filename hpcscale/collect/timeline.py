@@ -15,7 +15,9 @@ Format facts this relies on (Horovod 0.28.1 `common/timeline.cc`):
 - Each tensor is a `pid` named by a `process_name` metadata record; `pid` 0 carries
   `start_time_since_epoch_in_micros`, the Unix-epoch time of `ts` 0. `ts` is integer µs since
   Horovod init, taken under one lock just before the record is queued, so it never decreases
-  along the file (the streaming union relies on it; a violation is counted in `out_of_order`).
+  along the file. The streaming union relies on it (with SLACK_US of leeway); a span that still
+  arrives after its time was finalised (e.g. a B whose E was lost for STALE_US) is clipped and
+  counted in `late_spans`.
 - `B`/`E` nest per pid: top-level = the negotiation (`NEGOTIATE_*`) or the collective
   (`ALLREDUCE`, ...), inside it activities (`MEMCPY_*`, `MPI_*`, `WAIT_FOR_DATA`, ...). `E` has no
   name; the collective's `E` carries `args.dtype` and `args.shape`.
@@ -28,8 +30,10 @@ from __future__ import annotations
 import math
 import os
 import re
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from operator import attrgetter
 from pathlib import Path
 from typing import Any, Literal
 
@@ -43,7 +47,16 @@ CHUNK_SIZE = 4 << 20
 MAX_RECORD = 64 << 20
 
 COLLECTIVES = frozenset(
-    {"ALLREDUCE", "ALLGATHER", "BROADCAST", "REDUCESCATTER", "ALLTOALL", "ADASUM", "BARRIER", "JOIN"}
+    {
+        "ALLREDUCE",
+        "ALLGATHER",
+        "BROADCAST",
+        "REDUCESCATTER",
+        "ALLTOALL",
+        "ADASUM",
+        "BARRIER",
+        "JOIN",
+    }
 )
 TRANSPORT_PREFIXES = ("MPI_", "NCCL_", "GLOO_", "CCL_")
 # JSON key of each category, in display order. Values are seconds (union across all tensors).
@@ -71,6 +84,14 @@ DTYPE_BYTES = {
     "float64": 8,
 }
 NO_COLLECTIVES = "no collectives recorded"
+# Intervals are only final this long behind the newest time stamp, so a file whose records are
+# slightly out of time order (none written by Horovod 0.28 is) is still unioned exactly.
+SLACK_US = 1_000_000
+# A span open this long (a B whose E was lost) stops holding finalisation back; if it does close
+# later, the part before what is already final is dropped and counted in `late_spans`.
+STALE_US = 600_000_000
+# Tensors kept for the top-tensors table (all tensors are counted).
+TOP_KEEP = 100
 
 Phase = Literal["B", "E", "X", "i", "I", "M", "C", "b", "e", "n", "s", "t", "f", "P", "O", "N", "D"]
 
@@ -87,19 +108,32 @@ class EventArgs(msgspec.Struct, gc=False, omit_defaults=True):
     shape: str | None = None
 
 
-class Event(msgspec.Struct, gc=False, omit_defaults=True):
-    """One trace record; unknown keys are skipped by the decoder."""
+class Event(msgspec.Struct, gc=False):
+    """One trace record; unknown keys are skipped by the decoder, `args` is kept raw (decoded
+    only where needed: a collective's closing E, metadata)."""
 
     ph: Phase
     name: str = ""
-    ts: int | None = None
-    pid: int | None = None
-    dur: int | None = None
-    s: str | None = None
-    args: EventArgs | None = None
+    ts: int = -1
+    pid: int = -1
+    args: msgspec.Raw = msgspec.Raw()
+
+
+_ARGS_DECODER = msgspec.json.Decoder(EventArgs)
+
+
+def event_args(ev: Event) -> EventArgs | None:
+    """The record's `args`, decoded; None when absent or not an object of known fields."""
+    if not ev.args:
+        return None
+    try:
+        return _ARGS_DECODER.decode(ev.args)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None
 
 
 _CHUNK_DECODER = msgspec.json.Decoder(list[Event])
+_NAME, _TS, _PID = attrgetter("name"), attrgetter("ts"), attrgetter("pid")
 _ONE_DECODER = msgspec.json.Decoder(Event)
 _BOUNDARY = re.compile(rb"\}\s*,\s*\{")
 
@@ -175,7 +209,8 @@ class TimelineSummary:
     bad_records: int = 0
     unclosed: int = 0
     orphan_ends: int = 0
-    out_of_order: int = 0
+    late_spans: int = 0
+    window_us: tuple[int, int] | None = None
     comm_intervals: iv.Intervals = field(default_factory=lambda: iv.EMPTY.copy(), repr=False)
 
     @property
@@ -252,7 +287,7 @@ class TimelineSummary:
             "bad_records": self.bad_records,
             "unclosed": self.unclosed,
             "orphan_ends": self.orphan_ends,
-            "out_of_order": self.out_of_order,
+            "late_spans": self.late_spans,
         }
         return out
 
@@ -261,9 +296,10 @@ class _Union:
     """Streaming union of intervals: whatever ends before the watermark (no later interval can
     start earlier) is final and folded into a total, so memory stays bounded."""
 
-    __slots__ = ("done_us", "keep", "kept", "tail", "watermark")
+    __slots__ = ("count", "done_us", "keep", "kept", "tail", "watermark")
 
     def __init__(self, keep: bool = False) -> None:
+        self.count = 0
         self.done_us = 0
         self.keep = keep
         self.kept: list[iv.Intervals] = []
@@ -272,9 +308,15 @@ class _Union:
 
     def add(self, rows: iv.Intervals, watermark: int | None) -> int:
         """Merge `rows`; returns how many started before an earlier watermark."""
+        self.count += len(rows)
         late = 0
         if self.watermark is not None and len(rows):
-            late = int((rows[:, 0] < self.watermark).sum())
+            early = rows[:, 0] < self.watermark
+            late = int(early.sum())
+            if late:  # what precedes the final part cannot be unioned any more: clip it off
+                rows = rows.copy()
+                rows[early, 0] = self.watermark
+                rows = rows[rows[:, 1] > rows[:, 0]]
         merged = iv.union(np.concatenate((self.tail, rows)) if len(self.tail) else rows)
         if watermark is None:
             self.tail = merged
@@ -295,137 +337,138 @@ class _Union:
         return np.concatenate(parts) if len(parts) > 1 else self.tail.copy()
 
 
-def iter_chunks(path: str | os.PathLike[str], chunk_size: int = CHUNK_SIZE) -> Iterator[bytes]:
-    """Raw byte slices of the file, each ending on a record boundary; the last slice holds
-    whatever follows the last boundary (a final record, or a cut one)."""
-    carry = b""
-    with open(path, "rb") as fh:
-        while True:
-            data = fh.read(chunk_size)
-            if not data:
-                break
-            buf = carry + data if carry else data
-            cut = max(buf.rfind(b"},"), buf.rfind(b"}]"))
-            if cut < 0:
-                if len(buf) > MAX_RECORD:
-                    raise TimelineError(f"{path}: no record boundary in {len(buf)} bytes")
-                carry = buf
-                continue
-            yield buf[: cut + 1]
-            carry = buf[cut + 2 :]
-    if carry.strip():
-        yield carry
+_RAW_CHUNK_DECODER = msgspec.json.Decoder(list[msgspec.Raw])
+_RAW_ONE_DECODER = msgspec.json.Decoder(msgspec.Raw)
 
 
-def _body(raw: bytes, first: bool) -> bytes:
-    """The records in `raw` without the array's brackets and separators at either end."""
-    body = raw.strip()
-    if first:
-        if not body.startswith(b"["):
-            raise TimelineError("does not start with '[' (not a Chrome-trace JSON array)")
-        body = body[1:].lstrip()
-    body = body.lstrip(b",").lstrip()
-    if body.endswith(b"]"):
-        body = body[:-1].rstrip()
-    return body.rstrip(b",").rstrip()
-
-
-def decode_records(body: bytes) -> tuple[list[Event], int]:
-    """Decode a run of records; on a bad record fall back to one by one. Returns the events
-    and how many records could not be decoded."""
-    if not body:
-        return [], 0
+def _decode_array(buf: bytes, raw: bool = False) -> tuple[list[Any], int]:
+    """Decode `[rec,rec,...]`; on a bad record fall back to one record at a time. Returns the
+    records and how many could not be decoded."""
+    whole, one = (_RAW_CHUNK_DECODER, _RAW_ONE_DECODER) if raw else (_CHUNK_DECODER, _ONE_DECODER)
     try:
-        return _CHUNK_DECODER.decode(b"[" + body + b"]"), 0
+        return whole.decode(buf), 0
     except (msgspec.DecodeError, msgspec.ValidationError):
         pass
-    pieces = _BOUNDARY.split(body)
-    events: list[Event] = []
+    body = buf.strip()[1:-1].strip()
+    pieces = _BOUNDARY.split(body) if body else []
+    records: list[Any] = []
     bad = 0
     last = len(pieces) - 1
     for i, piece in enumerate(pieces):
         rec = (b"" if i == 0 else b"{") + piece + (b"" if i == last else b"}")
         try:
-            events.append(_ONE_DECODER.decode(rec))
+            value = one.decode(rec)
+            if raw and not bytes(value).startswith(b"{"):
+                raise msgspec.DecodeError("not an object")
+            records.append(value)
         except (msgspec.DecodeError, msgspec.ValidationError):
             bad += 1
-    return events, bad
+    return records, bad
+
+
+def _format_of(head: bytes | bytearray) -> str:
+    """0.20.1+ appends events to one line ("},{"); older versions write one record per line."""
+    if b"},{" in head:
+        return "horovod>=0.20.1"
+    return "horovod<0.20.1" if head.count(b"},\n{") > 4 else "unknown"
 
 
 def iter_events(
     path: str | os.PathLike[str], chunk_size: int = CHUNK_SIZE, stats: dict[str, Any] | None = None
 ) -> Iterator[list[Event]]:
-    """Decoded records, one list per chunk. `stats` (if given) receives `bad_records`,
-    `truncated` and `format` as they become known."""
+    """Decoded records, one list per chunk of the file. `stats` (if given) receives
+    `bad_records`, `truncated` and `format` as they become known."""
+    return _iter_records(path, chunk_size, stats, raw=False)
+
+
+def iter_raw_records(
+    path: str | os.PathLike[str], chunk_size: int = CHUNK_SIZE, stats: dict[str, Any] | None = None
+) -> Iterator[list[msgspec.Raw]]:
+    """Each whole record's bytes, untouched (for rewriting a trace); a cut one is dropped."""
+    return _iter_records(path, chunk_size, stats, raw=True)
+
+
+def _iter_records(
+    path: str | os.PathLike[str], chunk_size: int, stats: dict[str, Any] | None, raw: bool
+) -> Iterator[list[Any]]:
+    """The chunked reader behind iter_events and iter_raw_records.
+
+    The buffer always starts with `[`; after each read the records up to the last boundary are
+    decoded as one JSON array (the boundary's `,` briefly overwritten by `]`), and what
+    follows the boundary is kept for the next read."""
     st = stats if stats is not None else {}
     st.setdefault("bad_records", 0)
     st.setdefault("truncated", False)
     st.setdefault("format", "empty")
+    buf = bytearray(b"[")
     first = True
-    pending: bytes | None = None
-    for raw in iter_chunks(path, chunk_size):
-        if pending is not None:
-            body = _body(pending, first)
+    with open(path, "rb") as fh:
+        while True:
+            data = fh.read(chunk_size)
+            if not data:
+                break
+            buf += data
             if first:
-                st["format"] = _format_of(body)
-            first = False
-            events, bad = decode_records(body)
+                start = len(buf) - len(buf[1:].lstrip())
+                if start == len(buf):
+                    continue  # only whitespace so far
+                if buf[start] != ord("["):
+                    raise TimelineError("does not start with '[' (not a Chrome-trace JSON array)")
+                del buf[1 : start + 1]
+                st["format"] = _format_of(buf[: 1 << 20])
+                first = False
+            cut = max(buf.rfind(b"},"), buf.rfind(b"}]"))
+            if cut < 0:
+                if len(buf) > MAX_RECORD:
+                    raise TimelineError(f"no record boundary in the first {len(buf)} bytes")
+                continue
+            saved = buf[cut + 1]
+            buf[cut + 1] = ord("]")
+            # A copy, not a view: raw `args` keep a reference to the buffer they came from.
+            events, bad = _decode_array(bytes(buf[: cut + 2]), raw)
+            buf[cut + 1] = saved
+            del buf[1 : cut + 2]
             st["bad_records"] += bad
             yield events
-        pending = raw
-    if pending is None:
-        return
-    # The last slice may end in a cut record: decode what is whole, drop the cut tail.
-    body = _body(pending, first)
-    if first:
-        st["format"] = _format_of(body)
-    head, sep, tail = _last_record_split(body)
-    events, bad = decode_records(head)
-    st["bad_records"] += bad
+    # After the last boundary: nothing, a final record without separator, or a cut record.
+    tail = bytes(buf[1:]).strip().lstrip(b",").rstrip(b"],").strip()
     if tail:
         try:
-            events.append(_ONE_DECODER.decode(tail))
+            yield [(_RAW_ONE_DECODER if raw else _ONE_DECODER).decode(tail)]
         except (msgspec.DecodeError, msgspec.ValidationError):
             st["truncated"] = True
-    yield events
-
-
-def _last_record_split(body: bytes) -> tuple[bytes, bytes, bytes]:
-    """Split off the final record so a cut one cannot spoil the decode of the rest."""
-    cut = body.rfind(b"},")
-    if cut < 0:
-        return b"", b"", body
-    return body[: cut + 1], b",", body[cut + 2 :].lstrip()
-
-
-def _format_of(body: bytes) -> str:
-    if not body:
-        return "empty"
-    # 0.20.1+ appends events to one line ("},{"); older versions write one record per line.
-    if b"},{" in body:
-        return "horovod>=0.20.1"
-    return "horovod<0.20.1" if body.count(b"\n") > 1 else "unknown"
+            st["cut_record"] = tail.startswith(b"{")
 
 
 class _Folder:
-    """Folds decoded events into totals; B/E stacks per pid live across chunks."""
+    """Folds decoded events into totals. B/E stacks per pid live across chunks.
 
-    def __init__(self, keep_comm: bool) -> None:
-        self.stacks: list[list[Any]] = []
+    The per-event Python loop only pairs each `E` with its `B` (and notes readiness ticks);
+    classification, per-tensor sums and unions run vectorised per chunk over the pairs."""
+
+    def __init__(self, keep_comm: bool, window: tuple[int, int] | None = None) -> None:
+        self.window = window
+        self.newest = -(1 << 62)
+        self.stacks: dict[int, list[Event]] = {}
         self.codes: dict[str, int] = {}
         self.names: list[str] = []
-        self.code_cat: list[int] = []
         self.cat_index = {c: i for i, c in enumerate(CATEGORIES)}
+        self.code_cat = np.empty(0, dtype=np.int64)
         self.by_name: list[_Union] = []
         self.by_cat = [_Union(keep=(c == "comm" and keep_comm)) for c in CATEGORIES]
-        self.allreduce = _Union()
         self.allreduce_transport = _Union()
-        self.tensor_names: dict[int, str] = {}
-        self.comm_us: dict[int, int] = {}
-        self.ops: dict[int, int] = {}
-        self.tbytes: dict[int, int] = {}
-        self.collectives: dict[str, int] = {}
-        self.last_tick: dict[int, str] = {}
+        self.allreduce_code = self._code("ALLREDUCE")
+        # Per tensor (pid): arrays indexed by pid (Horovod numbers tensors 1, 2, ...); names as
+        # indices into a pool of distinct names, so millions of tensors stay cheap.
+        self.name_pool: dict[str, int] = {}
+        self.name_idx = np.full(64, -1, dtype=np.int64)
+        self.comm_us = np.zeros(64, dtype=np.int64)
+        self.ops = np.zeros(64, dtype=np.int64)
+        self.tbytes = np.zeros(64, dtype=np.int64)
+        self.op_count = np.zeros(1, dtype=np.int64)
+        self.size_cache: dict[bytes, int | None] = {}
+        # id() of an open NEGOTIATE_* B event -> the last rank that reported ready in it
+        self.ready_in: dict[int, str] = {}
         self.last_ready: dict[int, int] = {}
         self.max_rank = -1
         self.allreduce_bytes = 0
@@ -435,200 +478,276 @@ class _Folder:
         self.ticks = 0
         self.cycles = 0
         self.orphan_ends = 0
-        self.out_of_order = 0
+        self.late_spans = 0
         self.start_time: int | None = None
         self.first_ts: int | None = None
         self.last_ts: int | None = None
-        # rows of (code, start, end); code -1 = transport inside an ALLREDUCE (bus bandwidth)
-        self.rows: list[int] = []
-        self.point_ts: list[int] = []
+
+    def set_window_unix(self, events: list[Event], window_unix_us: tuple[int, int]) -> None:
+        """Convert a Unix-epoch window to timeline µs once pid 0's start time is known (it is
+        the file's first record)."""
+        for ev in events[:4]:
+            args = event_args(ev) if ev.ph == "M" and ev.pid == 0 else None
+            if args is not None:
+                start = args.start_time_since_epoch_in_micros
+                if start is not None:
+                    self.window = (window_unix_us[0] - start, window_unix_us[1] - start)
+                    return
 
     def _code(self, name: str) -> int:
         code = len(self.names)
         self.codes[name] = code
         self.names.append(name)
-        self.code_cat.append(self.cat_index[category_of(name)])
+        self.code_cat = np.append(self.code_cat, self.cat_index[category_of(name)])
         self.by_name.append(_Union())
+        if hasattr(self, "op_count"):
+            self.op_count = np.append(self.op_count, 0)
         return code
 
     def fold(self, events: list[Event]) -> None:
+        """Pair B/E events (the hot loop: locals and list/dict methods only), then fold the
+        pairs vectorised."""
         stacks = self.stacks
-        codes = self.codes
-        rows = self.rows
-        push = rows.append
-        comm_us = self.comm_us
-        code_cat = self.code_cat
-        comm_cat = self.cat_index["comm"]
-        neg_cat = self.cat_index["negotiate"]
-        transport_cat = self.cat_index["transport"]
-        n_meta = 0
+        get = stacks.get
+        begins: list[Event] = []
+        ends: list[Event] = []
+        parents: list[Event | None] = []
+        push_b, push_e, push_p = begins.append, ends.append, parents.append
+        ready_in = self.ready_in
+        rare: list[Event] = []
+        orphans = 0
         for ev in events:
             ph = ev.ph
             if ph == "E":
-                pid = ev.pid
-                try:
-                    stk = stacks[pid]  # type: ignore[index]
-                except (IndexError, TypeError):
-                    stk = None
-                if not stk:
-                    self.orphan_ends += 1
-                    continue
-                t0 = stk.pop()
-                name = stk.pop()
-                t1 = ev.ts
-                code = codes.get(name)
-                if code is None:
-                    code = self._code(name)
-                push(code)
-                push(t0)
-                push(t1)
-                cat = code_cat[code]
+                stk = get(ev.pid)
                 if stk:
-                    if cat == transport_cat and stk[-2] == "ALLREDUCE":
-                        push(-1)
-                        push(t0)
-                        push(t1)
-                elif cat == comm_cat:
-                    comm_us[pid] = comm_us.get(pid, 0) + (t1 - t0)
-                    self._collective(pid, name, ev.args)
-                elif cat == neg_cat:
-                    rank = self.last_tick.pop(pid, None)
-                    if rank is not None:
-                        self._ready(rank)
+                    push_b(stk.pop())
+                    push_e(ev)
+                    if stk:
+                        push_p(stk[0])
+                    else:
+                        push_p(None)
+                        del stacks[ev.pid]  # only open spans stay: the watermark scans them
+                else:
+                    orphans += 1
             elif ph == "B":
-                pid = ev.pid
-                try:
-                    stacks[pid].append(ev.name)  # type: ignore[index]
-                except IndexError:
-                    stacks.extend([] for _ in range(pid + 1 - len(stacks)))  # type: ignore[operator]
-                    stacks[pid].append(ev.name)  # type: ignore[index]
-                except TypeError:
-                    continue
-                stacks[pid].append(ev.ts)  # type: ignore[index]
-            elif ph == "X":
+                stk = get(ev.pid)
+                if stk is None:
+                    stk = stacks[ev.pid] = []
+                stk.append(ev)
+            else:
+                if ph == "X":  # a rank is ready: note it on the open negotiation, in order
+                    stk = get(ev.pid)
+                    if stk and stk[-1].name.startswith("NEGOTIATE_"):
+                        ready_in[id(stk[-1])] = ev.name
+                rare.append(ev)
+        self.orphan_ends += orphans
+        n_meta = self._fold_rare(rare)
+        self.metadata += n_meta
+        self.events += len(events) - n_meta
+        self._fold_pairs(begins, ends, parents)
+
+    def _fold_rare(self, rare: list[Event]) -> int:
+        """Metadata, readiness ticks and cycle markers (a small share of the records)."""
+        n_meta = 0
+        point_ts: list[int] = []
+        for ev in rare:
+            ph = ev.ph
+            if ph == "X":
                 self.ticks += 1
-                self.last_tick[ev.pid] = ev.name  # type: ignore[index]
-                self.point_ts.append(ev.ts)  # type: ignore[arg-type]
+                point_ts.append(ev.ts)
+                if ev.name.isdigit():
+                    self.max_rank = max(self.max_rank, int(ev.name))
             elif ph == "M":
                 n_meta += 1
                 self._meta(ev)
             elif ph == "i" or ph == "I":
                 if ev.name == "CYCLE_START":
                     self.cycles += 1
-                if ev.ts is not None:
-                    self.point_ts.append(ev.ts)
-        self.metadata += n_meta
-        self.events += len(events) - n_meta
+                if ev.ts >= 0:
+                    point_ts.append(ev.ts)
+        if point_ts:
+            self._extend_span(min(point_ts), max(point_ts))
+        return n_meta
 
-    def _collective(self, pid: int, name: str, args: EventArgs | None) -> None:
-        self.collectives[name] = self.collectives.get(name, 0) + 1
-        self.ops[pid] = self.ops.get(pid, 0) + 1
-        if args is not None and name == "ALLREDUCE":
-            nbytes = tensor_bytes(args.dtype, args.shape)
-            if nbytes is not None:
-                self.allreduce_bytes += nbytes
-                self.allreduce_tensors += 1
-                self.tbytes[pid] = self.tbytes.get(pid, 0) + nbytes
+    def _fold_pairs(self, begins: list[Event], ends: list[Event], parents: list[Any]) -> None:
+        n = len(begins)
+        if not n:
+            return
+        codes = self.codes
+        names = list(map(_NAME, begins))
+        code_list = list(map(codes.get, names))
+        if None in code_list:
+            for name in set(names) - codes.keys():
+                self._code(name)
+            code_list = list(map(codes.get, names))
+        code = np.fromiter(code_list, dtype=np.int64, count=n)
+        t0 = np.fromiter(map(_TS, begins), dtype=np.int64, count=n)
+        t1 = np.fromiter(map(_TS, ends), dtype=np.int64, count=n)
+        cat = self.code_cat[code]
+        negotiations = np.flatnonzero(cat == self.cat_index["negotiate"]).tolist()
+        pop = self.ready_in.pop
+        ready = [pop(id(begins[i]), None) for i in negotiations] if self.ready_in else []
+        mark = self.watermark(int(t1.max()))
+        idx = np.arange(n)
+        if self.window is not None:
+            lo, hi = self.window
+            idx = np.flatnonzero((t1 >= lo) & (t0 <= hi))
+            if not len(idx):
+                return
+            code, cat = code[idx], cat[idx]
+            t0, t1 = np.clip(t0[idx], lo, hi), np.clip(t1[idx], lo, hi)
+            ready = [r for i, r in zip(negotiations, ready, strict=False) if lo <= ends[i].ts <= hi]
+        for rank, times in Counter(ready).items():
+            if rank is not None:
+                self._ready(rank, times)
+        self._extend_span(int(t0.min()), int(t1.max()))
+        self.op_count += np.bincount(code, minlength=len(self.op_count))
+        comm = np.flatnonzero(cat == self.cat_index["comm"])
+        if len(comm):
+            self._fold_collectives(comm, code, t0, t1, [ends[i] for i in idx[comm].tolist()])
+        transport = idx[cat == self.cat_index["transport"]].tolist()
+        under_allreduce = [
+            i for i in transport if parents[i] is not None and parents[i].name == "ALLREDUCE"
+        ]
+        rows = np.column_stack((t0, t1))
+        if under_allreduce:
+            pos = np.searchsorted(idx, under_allreduce)
+            self.allreduce_transport.add(rows[pos], mark)
+        present = np.flatnonzero(np.bincount(code, minlength=len(self.names)))
+        for c in present.tolist():
+            self.by_name[c].add(rows[code == c], mark)
+        for k in np.unique(cat).tolist():
+            self.late_spans += self.by_cat[k].add(rows[cat == k], mark)
 
-    def _ready(self, rank_name: str) -> None:
+    def _fold_collectives(
+        self, comm: np.ndarray, code: np.ndarray, t0: np.ndarray, t1: np.ndarray, ends: list[Event]
+    ) -> None:
+        """Per-tensor time and op counts, and allreduce bytes from the closing E's args."""
+        pids = np.fromiter(map(_PID, ends), dtype=np.int64, count=len(ends))
+        upid, inv = np.unique(pids, return_inverse=True)
+        upid = np.maximum(upid, 0)
+        self._grow(int(upid[-1]))
+        self.comm_us[upid] += np.bincount(inv, weights=(t1 - t0)[comm]).astype(np.int64)
+        self.ops[upid] += np.bincount(inv)
+        # Allreduce bytes from the closing E's args, one decode per distinct (dtype, shape).
+        ar = np.flatnonzero(code[comm] == self.allreduce_code).tolist()
+        keys = [bytes(ends[j].args) for j in ar]
+        cache = self.size_cache
+        for key in set(keys) - cache.keys():
+            try:
+                args = _ARGS_DECODER.decode(key) if key else None
+            except (msgspec.DecodeError, msgspec.ValidationError):
+                args = None
+            cache[key] = None if args is None else tensor_bytes(args.dtype, args.shape)
+        sizes = np.fromiter(
+            (-1 if (b := cache[k]) is None else b for k in keys), dtype=np.int64, count=len(keys)
+        )
+        ok = sizes >= 0
+        if ok.any():
+            self.allreduce_bytes += int(sizes[ok].sum())
+            self.allreduce_tensors += int(ok.sum())
+            pid_sizes = np.bincount(inv[ar][ok], weights=sizes[ok], minlength=len(upid))
+            self.tbytes[upid] += pid_sizes.astype(np.int64)
+
+    def _grow(self, pid: int) -> None:
+        if pid < len(self.comm_us):
+            return
+        size = max(pid + 1, 2 * len(self.comm_us))
+        for name in ("comm_us", "ops", "tbytes", "name_idx"):
+            old = getattr(self, name)
+            new = np.full(size, -1 if name == "name_idx" else 0, dtype=np.int64)
+            new[: len(old)] = old
+            setattr(self, name, new)
+
+    def _ready(self, rank_name: str, times: int = 1) -> None:
         try:
             rank = int(rank_name)
         except ValueError:
             return
-        self.last_ready[rank] = self.last_ready.get(rank, 0) + 1
+        self.last_ready[rank] = self.last_ready.get(rank, 0) + times
         self.max_rank = max(self.max_rank, rank)
 
     def _meta(self, ev: Event) -> None:
-        if ev.name != "process_name" or ev.args is None or ev.pid is None:
+        if ev.name != "process_name" or ev.pid < 0:
             return
-        if ev.args.start_time_since_epoch_in_micros is not None:
-            self.start_time = ev.args.start_time_since_epoch_in_micros
-        elif ev.args.name is not None and ev.pid > 0:
-            self.tensor_names[ev.pid] = ev.args.name
+        args = event_args(ev)
+        if args is None:
+            return
+        if args.start_time_since_epoch_in_micros is not None:
+            self.start_time = args.start_time_since_epoch_in_micros
+        elif args.name is not None and ev.pid > 0:
+            self._grow(ev.pid)
+            self.name_idx[ev.pid] = self.name_pool.setdefault(args.name, len(self.name_pool))
 
-    def watermark(self) -> int | None:
-        """No interval still to come can start before this time."""
-        if self.last_ts is None:
-            return None
-        mark = self.last_ts
-        for stk in self.stacks:
-            if stk and stk[1] < mark:
-                mark = stk[1]
+    def _extend_span(self, lo: int, hi: int) -> None:
+        if self.window is not None:
+            lo, hi = max(lo, self.window[0]), min(hi, self.window[1])
+            if lo > hi:
+                return
+        self.first_ts = lo if self.first_ts is None else min(self.first_ts, lo)
+        self.last_ts = hi if self.last_ts is None else max(self.last_ts, hi)
+
+    def watermark(self, newest: int) -> int:
+        """No interval still to come can start before this time (see SLACK_US)."""
+        self.newest = max(self.newest, newest)
+        mark = self.newest - SLACK_US
+        stale = self.newest - STALE_US
+        for stk in self.stacks.values():
+            if stk and stale < stk[0].ts < mark:
+                mark = stk[0].ts
         return mark
 
-    def flush(self, final: bool = False) -> None:
-        """Move this chunk's completed intervals into the running unions."""
-        rows = np.asarray(self.rows, dtype=np.int64).reshape(-1, 3)
-        self.rows = []
-        self._track_ts(rows)
-        mark = None if final else self.watermark()
-        if len(rows):
-            order = np.argsort(rows[:, 0], kind="stable")
-            rows = rows[order]
-            codes, starts = np.unique(rows[:, 0], return_index=True)
-            bounds = np.append(starts[1:], len(rows))
-            cat_parts: dict[int, list[np.ndarray]] = {}
-            for code, lo, hi in zip(codes.tolist(), starts.tolist(), bounds.tolist(), strict=True):
-                part = rows[lo:hi, 1:]
-                if code == -1:
-                    self.allreduce_transport.add(part, mark)
-                    continue
-                self.by_name[code].add(part, mark)
-                cat_parts.setdefault(self.code_cat[code], []).append(part)
-                if self.names[code] == "ALLREDUCE":
-                    self.allreduce.add(part, mark)
-            for cat, parts in cat_parts.items():
-                self.out_of_order += self.by_cat[cat].add(np.concatenate(parts), mark)
-        elif mark is not None:
-            for u in (*self.by_cat, *self.by_name, self.allreduce, self.allreduce_transport):
-                u.add(iv.EMPTY, mark)
-
-    def _track_ts(self, rows: np.ndarray) -> None:
-        lo: list[int] = []
-        hi: list[int] = []
-        if len(rows):
-            lo.append(int(rows[:, 1].min()))
-            hi.append(int(rows[:, 2].max()))
-        if self.point_ts:
-            lo.append(min(self.point_ts))
-            hi.append(max(self.point_ts))
-            self.point_ts = []
-        for stk in self.stacks:
-            if stk:
-                lo.append(stk[1])
-                hi.append(stk[-1])
-        if lo:
-            self.first_ts = min(lo) if self.first_ts is None else min(self.first_ts, *lo)
-            self.last_ts = max(hi) if self.last_ts is None else max(self.last_ts, *hi)
+    def _top_tensors(self) -> list[TensorStat]:
+        """The TOP_KEEP tensors with the most communication time (ties: lower pid first)."""
+        pids = np.flatnonzero(self.ops > 0)
+        order = np.lexsort((pids, -self.comm_us[pids]))[:TOP_KEEP]
+        pool = list(self.name_pool)
+        out = []
+        for pid in pids[order].tolist():
+            k = int(self.name_idx[pid])
+            out.append(
+                TensorStat(
+                    name=pool[k] if k >= 0 else f"pid {pid}",
+                    comm_us=int(self.comm_us[pid]),
+                    ops=int(self.ops[pid]),
+                    bytes=int(self.tbytes[pid]),
+                )
+            )
+        return out
 
     def summary(self, path: str, size: int, st: dict[str, Any]) -> TimelineSummary:
-        self.flush(final=True)
-        stats = [
-            TensorStat(
-                name=self.tensor_names.get(pid, f"pid {pid}"),
-                comm_us=self.comm_us.get(pid, 0),
-                ops=self.ops.get(pid, 0),
-                bytes=self.tbytes.get(pid, 0),
-            )
-            for pid in sorted(self.comm_us)
-        ]
+        open_begins = [b for stk in self.stacks.values() for b in stk]
+        if open_begins:
+            self._extend_span(min(b.ts for b in open_begins), max(b.ts for b in open_begins))
+        stats = self._top_tensors()
+        cats = self.code_cat
+        collectives = {
+            self.names[c]: int(n)
+            for c, n in enumerate(self.op_count.tolist())
+            if n and cats[c] == self.cat_index["comm"]
+        }
         return TimelineSummary(
             path=path,
             size_bytes=size,
             format=st["format"],
             events=self.events,
             metadata=self.metadata,
-            tensors=len(self.tensor_names) or len(self.comm_us),
+            tensors=int(max((self.name_idx >= 0).sum(), (self.ops > 0).sum())),
             start_time_since_epoch_us=self.start_time,
             first_ts_us=self.first_ts,
             last_ts_us=self.last_ts,
             category_us={c: self.by_cat[i].total_us() for i, c in enumerate(CATEGORIES)},
-            activity_us={n: self.by_name[i].total_us() for i, n in enumerate(self.names)},
-            collectives=dict(self.collectives),
+            activity_us={
+                n: self.by_name[i].total_us()
+                for i, n in enumerate(self.names)
+                if self.by_name[i].count
+            },
+            collectives=collectives,
             allreduce_bytes=self.allreduce_bytes,
             allreduce_tensors=self.allreduce_tensors,
             allreduce_transport_us=self.allreduce_transport.total_us(),
-            allreduce_us=self.allreduce.total_us(),
+            allreduce_us=self.by_name[self.allreduce_code].total_us(),
             ranks=self.max_rank + 1 if self.max_rank >= 0 else None,
             last_ready=dict(self.last_ready),
             ticks=self.ticks,
@@ -636,9 +755,10 @@ class _Folder:
             tensor_stats=stats,
             truncated=bool(st["truncated"]),
             bad_records=int(st["bad_records"]),
-            unclosed=sum(len(s) // 2 for s in self.stacks),
+            unclosed=len(open_begins),
             orphan_ends=self.orphan_ends,
-            out_of_order=self.out_of_order,
+            late_spans=self.late_spans,
+            window_us=self.window,
             comm_intervals=self.by_cat[self.cat_index["comm"]].intervals(),
         )
 
@@ -648,23 +768,42 @@ def parse_timeline(
     *,
     ranks: int | None = None,
     keep_comm: bool = True,
+    window_unix_us: tuple[int, int] | None = None,
     chunk_size: int = CHUNK_SIZE,
 ) -> TimelineSummary:
     """Summarise one timeline file in one streaming pass (memory independent of file size).
 
     `ranks` overrides the rank count inferred from readiness ticks (used for bus bandwidth).
     `keep_comm` keeps the merged communication intervals (for the exact compute/comm split).
+    `window_unix_us` (Unix-epoch µs, e.g. the timed epochs from steps.json) clips every span to
+    that window and drops ops outside it; it needs pid 0's start time (`window_applied`).
     Raises TimelineError when the file is not a Horovod timeline, OSError when unreadable."""
     p = Path(path)
     size = p.stat().st_size
     st: dict[str, Any] = {}
     folder = _Folder(keep_comm=keep_comm)
     for events in iter_events(p, chunk_size, st):
+        if window_unix_us is not None and folder.window is None:
+            folder.set_window_unix(events, window_unix_us)
         folder.fold(events)
-        folder.flush()
     summary = folder.summary(str(p), size, st)
-    if summary.events == 0 and summary.metadata == 0 and (st["bad_records"] or st["truncated"]):
-        raise TimelineError(f"{p}: no parseable Horovod timeline record")
+    # A killed job can leave one cut record and nothing else; anything else is not ours.
+    unreadable = st["bad_records"] or (st["truncated"] and not st.get("cut_record"))
+    if summary.events == 0 and summary.metadata == 0 and unreadable:
+        raise TimelineError("no parseable Horovod timeline record")
     if ranks is not None:
         summary.ranks = ranks
     return summary
+
+
+def read_start_time(path: str | os.PathLike[str]) -> int | None:
+    """pid 0's `start_time_since_epoch_in_micros` (the first record), without reading the rest."""
+    st: dict[str, Any] = {}
+    for events in iter_events(path, 64 << 10, st):
+        for ev in events:
+            if ev.ph != "M":
+                return None
+            args = event_args(ev) if ev.pid == 0 else None
+            if args is not None and args.start_time_since_epoch_in_micros is not None:
+                return args.start_time_since_epoch_in_micros
+    return None

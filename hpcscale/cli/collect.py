@@ -1,0 +1,245 @@
+"""timeline, collect, trace: from what runs wrote to a table (and a trace to look at)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from hpcscale.cli.common import JsonOpt, WorkdirOpt, console, err_console, print_json
+from hpcscale.errors import UsageError
+
+
+def _seconds(v: float) -> str:
+    return f"{v:.6f}" if v < 1 else f"{v:.3f}"
+
+
+def timeline(
+    file: Annotated[Path, typer.Argument(help="a Horovod timeline (HOROVOD_TIMELINE output)")],
+    json_out: JsonOpt = False,
+    top: Annotated[int, typer.Option(help="how many tensors to list", min=0)] = 10,
+    ranks: Annotated[
+        int | None, typer.Option(help="ranks in the job (default: from readiness ticks)", min=1)
+    ] = None,
+) -> None:
+    """Analyse one timeline file: time per category, top tensors, straggler hint."""
+    from hpcscale.collect.timeline import CATEGORIES, NO_COLLECTIVES, TimelineError, parse_timeline
+
+    if not file.is_file():
+        raise UsageError(f"{file}: no such file")
+    try:
+        s = parse_timeline(file, ranks=ranks, keep_comm=False)
+    except TimelineError as exc:
+        raise UsageError(f"{file}: not a Horovod timeline: {exc}") from exc
+    except OSError as exc:
+        raise UsageError(f"{file}: cannot read ({exc.strerror})") from exc
+    if json_out:
+        print_json(s.as_json(top=top))
+        return
+    if s.empty:
+        console.print(f"{file}: {NO_COLLECTIVES}")
+        return
+    span = s.span_us / 1e6
+    t = Table(title=f"{file} ({s.format}, {s.events} events, {s.tensors} tensors)")
+    t.add_column("category")
+    t.add_column("seconds", justify="right")
+    t.add_column("% of span", justify="right")
+    for c in CATEGORIES:
+        v = s.seconds(c)
+        t.add_row(f"{c}_s", _seconds(v), f"{100 * v / span:.1f}" if span else "-")
+    t.add_row("span_s", _seconds(span), "100.0")
+    console.print(t)
+    coll = ", ".join(f"{k} {v}" for k, v in sorted(s.collectives.items())) or "none"
+    console.print(f"collectives (tensor ops): {coll}")
+    if s.allreduce_tensors:
+        bw = s.bus_bandwidth_gbs()
+        console.print(
+            f"allreduce: {s.allreduce_bytes / 1e6:.3f} MB in {s.allreduce_tensors} tensor ops "
+            f"({s.allreduce_bytes / s.allreduce_tensors / 1e3:.1f} kB each); bus bandwidth "
+            + (f"{bw:.3f} GB/s over {s.ranks} ranks" if bw is not None else "n/a")
+        )
+    strag = s.straggler()
+    if strag is not None:
+        rank, times, total = strag
+        console.print(
+            f"straggler hint: rank {rank} was last ready in {times} of {total} negotiations "
+            f"with readiness ticks"
+        )
+    if top and s.tensor_stats:
+        tt = Table(title=f"top {top} tensors by communication time")
+        tt.add_column("tensor", overflow="fold")
+        tt.add_column("comm_s", justify="right")
+        tt.add_column("ops", justify="right")
+        tt.add_column("bytes", justify="right")
+        for ts in s.top_tensors(top):
+            tt.add_row(ts.name, _seconds(ts.comm_us / 1e6), str(ts.ops), str(ts.bytes))
+        console.print(tt)
+    problems = [
+        ("the last record is cut (job killed?)", s.truncated),
+        (f"{s.bad_records} unreadable records skipped", s.bad_records),
+        (f"{s.unclosed} spans never closed (lost at shutdown)", s.unclosed),
+        (f"{s.orphan_ends} ends without a begin", s.orphan_ends),
+        (f"{s.late_spans} spans closed after their start was final (clipped)", s.late_spans),
+    ]
+    for text, flag in problems:
+        if flag:
+            err_console.print(f"[yellow]note:[/] {text}")
+
+
+def _campaign_dirs(campaign: str | None, wd: Path | None) -> list[Path]:
+    from hpcscale.collect.collector import campaign_dirs
+    from hpcscale.core.paths import campaign_dir, workdir
+
+    if campaign is None:
+        dirs = campaign_dirs(wd)
+        if not dirs:
+            raise UsageError(f"no campaign directories in {workdir(wd)}")
+        return dirs
+    p = Path(campaign)
+    if p.suffix in (".yaml", ".yml") or p.is_file():
+        name = _campaign_name(p)
+        d = campaign_dir(name, wd)
+    elif (p / "runs").is_dir():
+        d = p
+    else:
+        d = campaign_dir(campaign, wd)
+    if not (d / "runs").is_dir():
+        raise UsageError(f"{d}: no runs yet (render or submit the campaign first)")
+    return [d]
+
+
+def _campaign_name(path: Path) -> str:
+    import yaml
+
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read ({exc.strerror})") from exc
+    except yaml.YAMLError as exc:
+        raise UsageError(f"{path}: not valid YAML: {exc}") from exc
+    name = data.get("name") if isinstance(data, dict) else None
+    if not isinstance(name, str) or not name:
+        raise UsageError(f"{path}: no `name:` key, so no campaign directory to collect")
+    return name
+
+
+def collect(
+    campaign: Annotated[
+        str | None,
+        typer.Argument(
+            help="campaign name in the workdir, or its YAML file; default: every campaign",
+            show_default=False,
+        ),
+    ] = None,
+    with_timeline: Annotated[
+        bool, typer.Option("--timeline", help="also read Horovod timelines and steps.json")
+    ] = False,
+    json_out: JsonOpt = False,
+    workdir: WorkdirOpt = None,
+) -> None:
+    """Gather finished runs' metrics (and timelines) into results.parquet and results.csv."""
+    from hpcscale.collect.collector import collect_campaign, frame_of
+
+    dirs = _campaign_dirs(campaign, workdir)
+    reports: list[dict[str, Any]] = []
+    for d in dirs:
+        res = collect_campaign(d, timeline=with_timeline, progress=not json_out)
+        if json_out:
+            df = frame_of(res.rows)
+            reports.append(
+                {
+                    "campaign": res.campaign,
+                    "directory": str(res.directory),
+                    "results_parquet": str(res.parquet),
+                    "results_csv": str(res.csv),
+                    "new": res.new,
+                    "cached": res.cached,
+                    "unfinished": res.unfinished,
+                    "problems": [
+                        {"run_id": p.run_id, "reason": p.reason, "partial": p.partial}
+                        for p in res.problems
+                    ],
+                    "rows": df.astype(object).where(df.notna(), None).to_dict("records"),
+                }
+            )
+            continue
+        _print_collected(res, with_timeline)
+    if json_out:
+        print_json({"campaigns": reports})
+
+
+def _print_collected(res: Any, with_timeline: bool) -> None:
+    t = Table(title=f"{res.campaign}: {len(res.rows)} runs")
+    cols = ["run_id", "model", "nodes", "ranks", "global_batch", "epoch_time_s", "images_per_s"]
+    if with_timeline:
+        cols += ["comm_s", "exact_overlap_s"]
+    for c in cols:
+        t.add_column(c, justify="left" if c in ("run_id", "model") else "right")
+    for row in sorted(res.rows, key=lambda r: (str(r.get("model")), r.get("ranks") or 0)):
+        t.add_row(*(_cell(row.get(c)) for c in cols))
+    console.print(t)
+    console.print(
+        f"{res.new} read, {res.cached} unchanged since the last collect"
+        + (f", {len(res.unfinished)} not finished" if res.unfinished else "")
+        + f" -> {res.parquet} and {res.csv.name}"
+    )
+    for p in res.problems:
+        style = "yellow" if p.partial else "red"
+        err_console.print(f"[{style}]{p.run_id}:[/] {p.reason}")
+
+
+def _cell(v: Any) -> str:
+    if v is None or (isinstance(v, float) and v != v):
+        return "-"
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    return str(v)
+
+
+def _find_run(run: str, wd: Path | None) -> Path:
+    from hpcscale.core.paths import workdir
+
+    p = Path(run)
+    if p.is_dir():
+        return p
+    root = workdir(wd)
+    hits = sorted(root.glob(f"*/runs/{run}*")) if root.is_dir() and len(run) >= 4 else []
+    hits = [h for h in hits if h.is_dir()]
+    if not hits:
+        raise UsageError(f"{run}: not a run directory, nor a run id in {root}")
+    if len(hits) > 1:
+        listed = ", ".join(f"{h.parent.parent.name}/{h.name}" for h in hits[:5])
+        raise UsageError(f"{run}: matches several runs ({listed}); give more of the id")
+    return hits[0]
+
+
+def trace(
+    run: Annotated[str, typer.Argument(help="a run directory, or a run id (or its prefix)")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="merged Chrome-trace JSON to write")],
+    workdir: WorkdirOpt = None,
+) -> None:
+    """Merge a run's step spans and Horovod timeline into one trace (Perfetto, chrome://tracing)."""
+    from hpcscale.collect.split import load_steps
+    from hpcscale.collect.timeline import TimelineError
+    from hpcscale.collect.trace import write_trace
+
+    run_dir = _find_run(run, workdir)
+    tl = run_dir / "timeline.json"
+    if not tl.is_file():
+        raise UsageError(f"{run_dir}: no timeline.json (was the run made with timeline: true?)")
+    steps = None
+    if (run_dir / "steps.json").is_file():
+        steps = load_steps(run_dir / "steps.json")
+    else:
+        err_console.print(f"[yellow]note:[/] {run_dir}: no steps.json, writing the timeline only")
+    try:
+        info = write_trace(tl, steps, out)
+    except (TimelineError, ValueError) as exc:
+        raise UsageError(str(exc)) from exc
+    note = " (cut final record dropped)" if info.truncated else ""
+    console.print(
+        f"{info.out}: {info.records} timeline records{note} + {info.steps} steps; "
+        "open it in https://ui.perfetto.dev or chrome://tracing"
+    )

@@ -1,0 +1,2 @@
+"""Collecting what runs wrote: metrics.json (schema in `metrics`), Horovod timelines (`timeline`,
+`intervals`), the compute/communication split (`split`) and the tidy run table (`collector`)."""

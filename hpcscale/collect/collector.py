@@ -1,0 +1,383 @@
+"""Gather every finished run of a campaign into one tidy table (one row per run).
+
+Reads `runs/<id>/{run.json, metrics.json}` and, with `timeline=True`, `timeline.json` and
+`steps.json`; writes `results.parquet` and `results.csv` in the campaign directory. Incremental:
+a cache (`.collect-cache.json`) keyed by run id and the files' sizes and mtimes means only new or
+changed runs are read again (a run collected with its timeline also serves a later collect
+without --timeline, timeline columns included). A run whose files are missing or corrupt is
+reported with the reason and the others go on. Column names are the analysis contract
+(`hpcscale.analysis`).
+
+Timeline columns are per timed epoch: when `steps.json` is there the timeline is clipped to the
+window from the first timed step to the last (burn-in and start-up excluded) and divided by the
+number of epochs; without it the whole timeline is divided by the epochs in `metrics.json`
+(start-up included). `allreduce_bytes_per_step` divides by the timed steps likewise.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from hpcscale.analysis import (
+    EXACT_COLUMNS,
+    LIST_COLUMNS,
+    METRIC_COLUMNS,
+    RUN_COLUMNS,
+    TIMELINE_COLUMNS,
+)
+from hpcscale.collect.metrics import load_metrics
+from hpcscale.collect.split import exact_split, load_steps
+from hpcscale.collect.timeline import NO_COLLECTIVES, TimelineError, parse_timeline
+from hpcscale.core.paths import atomic_write, campaign_dir, workdir
+from hpcscale.errors import HpcscaleError, UsageError
+
+RESULTS_PARQUET = "results.parquet"
+RESULTS_CSV = "results.csv"
+CACHE_FILE = ".collect-cache.json"
+# Bump when a row's content changes meaning: every cached row is then read again.
+COLLECTOR_VERSION = 1
+INPUT_FILES = ("run.json", "metrics.json", "timeline.json", "steps.json")
+
+TIMELINE_EXTRA = ("span_s", "timeline_events", "straggler_rank")
+EXTRA_COLUMNS = (
+    "system",
+    "workload",
+    "epochs",
+    "steps_per_epoch",
+    "timeline",
+    "step_time_p50_ms",
+    "run_dir",
+)
+COLUMNS: tuple[str, ...] = (
+    *RUN_COLUMNS,
+    *METRIC_COLUMNS,
+    *LIST_COLUMNS,
+    *TIMELINE_COLUMNS,
+    "queue_s",
+    "memcpy_s",
+    *EXACT_COLUMNS,
+    *TIMELINE_EXTRA,
+    *EXTRA_COLUMNS,
+)
+NAN = float("nan")
+
+
+class RunProblem(Exception):
+    """A run that cannot be collected (or only partly): the reason is shown to the user."""
+
+
+@dataclass
+class Problem:
+    run_id: str
+    reason: str
+    partial: bool = False  # the row is in the table, without what the reason names
+
+
+@dataclass
+class Collected:
+    campaign: str
+    directory: Path
+    rows: list[dict[str, Any]]
+    new: int = 0
+    cached: int = 0
+    unfinished: list[str] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+
+    @property
+    def parquet(self) -> Path:
+        return self.directory / RESULTS_PARQUET
+
+    @property
+    def csv(self) -> Path:
+        return self.directory / RESULTS_CSV
+
+
+# ------------------------------------------------------------------ one run
+
+
+def _fingerprint(run_dir: Path) -> list[list[int]]:
+    out = []
+    for name in INPUT_FILES:
+        try:
+            st = (run_dir / name).stat()
+            out.append([st.st_size, st.st_mtime_ns])
+        except OSError:
+            out.append([-1, -1])
+    return out
+
+
+def _read_run_json(path: Path) -> dict[str, Any]:
+    try:
+        rec = msgspec.json.decode(path.read_bytes())
+    except OSError as exc:
+        raise RunProblem(f"run.json unreadable: {exc.strerror}") from exc
+    except msgspec.DecodeError as exc:
+        raise RunProblem(f"run.json is not valid JSON: {exc}") from exc
+    if not isinstance(rec, dict) or "run_id" not in rec:
+        raise RunProblem("run.json has no run_id (not written by hpcscale render)")
+    return rec
+
+
+def _mean(values: Iterable[float]) -> float:
+    vals = [float(v) for v in values]
+    return sum(vals) / len(vals) if vals else NAN
+
+
+def run_row(run_dir: Path, timeline: bool) -> tuple[dict[str, Any], list[str]]:
+    """One table row from a finished run's files, and notes on what is missing from it.
+
+    Raises RunProblem when the run cannot be collected at all (no or bad run.json/metrics)."""
+    rec = _read_run_json(run_dir / "run.json")
+    metrics_path = run_dir / "metrics.json"
+    if not metrics_path.exists():
+        raise RunProblem("no metrics.json: not run yet, still running, or failed")
+    try:
+        m = load_metrics(metrics_path)
+    except HpcscaleError as exc:
+        raise RunProblem(str(exc)) from exc
+    row: dict[str, Any] = {col: rec.get(col) for col in RUN_COLUMNS}
+    row.update(
+        epoch_time_s=_mean(m.epoch_time_s),
+        images_per_s=_mean(m.images_per_s),
+        fit_time_s=m.fit_time_s,
+        param_count=m.param_count,
+        dataset_size=m.dataset_size,
+        epoch_times_s=list(m.epoch_time_s),
+        losses={k: list(v) for k, v in m.losses.items()},
+        val_accuracy=None if m.accuracy is None else list(m.accuracy),
+        system=rec.get("system"),
+        workload=rec.get("workload", m.workload),
+        epochs=m.epochs,
+        steps_per_epoch=m.steps_per_epoch,
+        timeline=bool(rec.get("timeline", m.timeline)),
+        step_time_p50_ms=m.step_time.p50_ms,
+        run_dir=str(run_dir),
+    )
+    for col in (*TIMELINE_COLUMNS, "queue_s", "memcpy_s", *EXACT_COLUMNS, *TIMELINE_EXTRA):
+        row[col] = NAN
+    notes: list[str] = []
+    if timeline:
+        notes = _timeline_columns(run_dir, row, m.epochs, m.epochs * m.steps_per_epoch)
+    return row, notes
+
+
+def _timeline_columns(run_dir: Path, row: dict[str, Any], epochs: int, steps: int) -> list[str]:
+    path = run_dir / "timeline.json"
+    if not path.exists():
+        return ["timeline.json missing (run without --timeline?)"] if row["timeline"] else []
+    notes: list[str] = []
+    steps_file = None
+    if (run_dir / "steps.json").exists():
+        try:
+            steps_file = load_steps(run_dir / "steps.json")
+        except HpcscaleError as exc:
+            notes.append(f"steps.json ignored: {exc}")
+    window = steps_file.window_unix_us() if steps_file is not None else None
+    try:
+        s = parse_timeline(path, ranks=row.get("ranks"), window_unix_us=window)
+    except (TimelineError, OSError) as exc:
+        return [*notes, f"timeline.json unreadable: {exc}"]
+    if window is not None and s.window_us is None and not s.empty:
+        notes.append("timeline has no start time: whole timeline used, no exact view")
+        steps_file = None
+    if steps_file is not None:
+        epochs, steps = steps_file.epochs, len(steps_file.start_unix_ns)
+    else:
+        notes.append("no steps.json: per-epoch figures include start-up")
+    if s.empty:
+        notes.append(f"timeline.json: {NO_COLLECTIVES}")
+    if s.truncated:
+        notes.append("timeline.json ends in a cut record (job killed?)")
+    per_epoch = max(epochs, 1)
+    for key in ("comm", "negotiate", "wait_for_data", "wait_for_other_tensor_data"):
+        row[f"{key}_s"] = s.seconds(key) / per_epoch
+    for key in ("transport", "queue", "memcpy"):
+        row[f"{key}_s"] = s.seconds(key) / per_epoch
+    row["span_s"] = s.span_us / 1e6
+    row["allreduce_bytes_per_step"] = s.allreduce_bytes / max(steps, 1)
+    bw = s.bus_bandwidth_gbs()
+    row["bus_bandwidth_gbs"] = NAN if bw is None else bw
+    row["timeline_events"] = s.events
+    strag = s.straggler()
+    row["straggler_rank"] = NAN if strag is None else strag[0]
+    if steps_file is not None and s.start_time_since_epoch_us is not None:
+        x = exact_split(steps_file, s.comm_intervals, s.start_time_since_epoch_us)
+        row.update(
+            exact_compute_s=x.compute_s,
+            exact_overlap_s=x.overlap_s,
+            exact_exposed_comm_s=x.exposed_comm_s,
+        )
+    return notes
+
+
+# ------------------------------------------------------------------ the cache
+
+
+def _load_cache(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(data, dict) or data.get("version") != COLLECTOR_VERSION:
+        return {}
+    entries = data.get("entries")
+    return entries if isinstance(entries, dict) else {}
+
+
+def _save_cache(path: Path, entries: dict[str, Any]) -> None:
+    text = json.dumps({"version": COLLECTOR_VERSION, "entries": entries}, allow_nan=True)
+    atomic_write(path, text)
+
+
+# ------------------------------------------------------------------ a campaign
+
+
+def run_dirs(campaign_path: Path) -> list[Path]:
+    runs = campaign_path / "runs"
+    if not runs.is_dir():
+        return []
+    return sorted(p for p in runs.iterdir() if p.is_dir() and (p / "run.json").exists())
+
+
+def collect_campaign(
+    campaign_path: str | os.PathLike[str], timeline: bool = False, progress: bool = True
+) -> Collected:
+    """Collect one campaign directory and write its results files (atomically)."""
+    cdir = Path(campaign_path)
+    if not cdir.is_dir():
+        raise UsageError(f"{cdir}: no such campaign directory")
+    dirs = run_dirs(cdir)
+    cache_path = cdir / CACHE_FILE
+    cache = _load_cache(cache_path)
+    out = Collected(campaign=cdir.name, directory=cdir, rows=[])
+    todo: list[tuple[Path, list[list[int]]]] = []
+    fresh: dict[str, Any] = {}
+    for d in dirs:
+        fp = _fingerprint(d)
+        entry = cache.get(d.name)
+        if entry and entry.get("fingerprint") == fp and (entry.get("timeline") or not timeline):
+            fresh[d.name] = entry
+            out.cached += 1
+        else:
+            todo.append((d, fp))
+    for d, fp in _progress(todo, progress, cdir.name):
+        try:
+            row, notes = run_row(d, timeline)
+            fresh[d.name] = {"fingerprint": fp, "timeline": timeline, "row": row, "notes": notes}
+        except RunProblem as exc:
+            fresh[d.name] = {"fingerprint": fp, "timeline": timeline, "error": str(exc)}
+        out.new += 1
+    for d in dirs:
+        entry = fresh[d.name]
+        if "row" in entry:
+            out.rows.append(entry["row"])
+            out.problems.extend(Problem(d.name, n, partial=True) for n in entry.get("notes", []))
+        elif str(entry.get("error", "")).startswith("no metrics.json"):
+            out.unfinished.append(d.name)
+        else:
+            out.problems.append(Problem(d.name, entry.get("error", "unknown error")))
+    write_results(out)
+    _save_cache(cache_path, fresh)
+    return out
+
+
+def _progress(items: list[Any], enabled: bool, label: str) -> Iterable[Any]:
+    if not enabled or not items:
+        yield from items
+        return
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+    with Progress(
+        "[progress.description]{task.description}",
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=Console(stderr=True),
+        transient=True,
+    ) as bar:
+        task = bar.add_task(f"collecting {label}", total=len(items))
+        for item in items:
+            yield item
+            bar.advance(task)
+
+
+def frame_of(rows: list[dict[str, Any]]):  # -> pd.DataFrame
+    """Rows as a DataFrame with the contract's columns first (missing ones as NaN/None)."""
+    import pandas as pd
+
+    df = pd.DataFrame(rows)
+    cols = [c for c in COLUMNS if c not in df.columns]
+    for c in cols:
+        df[c] = None if c in LIST_COLUMNS else NAN
+    rest = [c for c in df.columns if c not in COLUMNS]
+    return df[[*COLUMNS, *rest]]
+
+
+def write_results(out: Collected) -> None:
+    """`results.parquet` (native list/dict columns) and `results.csv` (those as JSON text)."""
+    import io
+
+    df = frame_of(out.rows)
+    buf = io.BytesIO()
+    df.to_parquet(buf, index=False)
+    atomic_write(out.parquet, buf.getvalue())
+    flat = df.copy()
+    for c in LIST_COLUMNS:
+        flat[c] = [None if v is None else json.dumps(v) for v in flat[c]]
+    atomic_write(out.csv, flat.to_csv(index=False))
+
+
+def collect(campaign_dir: str | os.PathLike[str], timeline: bool, progress: bool = True):
+    """Collect one campaign directory; the tidy table (problems in `df.attrs["problems"]`)."""
+    res = collect_campaign(campaign_dir, timeline=timeline, progress=progress)
+    df = frame_of(res.rows)
+    df.attrs["problems"] = [(p.run_id, p.reason) for p in res.problems]
+    df.attrs["unfinished"] = list(res.unfinished)
+    return df
+
+
+def campaign_dirs(wd: str | os.PathLike[str] | None = None) -> list[Path]:
+    """Every campaign directory in the workdir (those with a runs/ folder)."""
+    root = workdir(wd)
+    if not root.is_dir():
+        return []
+    return sorted(p for p in root.iterdir() if (p / "runs").is_dir())
+
+
+def load_results(campaign: str, workdir: str | os.PathLike[str] | None = None):
+    """The table `hpcscale collect` saved for a campaign (name in the workdir, or a directory),
+    with list and dict columns as plain Python lists and dicts."""
+    import pandas as pd
+
+    p = Path(campaign)
+    cdir = p if (p / RESULTS_PARQUET).exists() else campaign_dir(campaign, workdir)
+    path = cdir / RESULTS_PARQUET
+    if not path.exists():
+        raise UsageError(f"{path}: no results yet; run `hpcscale collect {campaign}` first")
+    df = pd.read_parquet(path)
+    for c in LIST_COLUMNS:
+        if c in df.columns:
+            df[c] = [_plain(v) for v in df[c]]
+    return df
+
+
+def _plain(value: Any) -> Any:
+    """pyarrow hands back numpy arrays and structs padded with None keys: undo both."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return None
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items() if v is not None}
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
