@@ -17,7 +17,9 @@ def plan_campaign(path: str | Path) -> tuple[LoadedCampaign, Plan]:
     return lc, expand(lc)
 
 
-def render_campaign(path: str | Path, workdir: str | Path | None = None) -> tuple[LoadedCampaign, Plan, list[Rendered]]:
+def render_campaign(
+    path: str | Path, workdir: str | Path | None = None
+) -> tuple[LoadedCampaign, Plan, list[Rendered]]:
     """Validate, expand and write every run's job.sbatch and run.json (all or nothing)."""
     lc, plan = plan_campaign(path)
     text = Path(lc.path).read_text(encoding="utf-8")

@@ -31,8 +31,13 @@ def run_script(script: str, log: str) -> int:
     """
     run_dir = Path(script).parent
     with open(log, "ab") as out:
-        proc = subprocess.Popen(["bash", script], stdout=out, stderr=subprocess.STDOUT,
-                                cwd=run_dir, start_new_session=True)
+        proc = subprocess.Popen(
+            ["bash", script],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            cwd=run_dir,
+            start_new_session=True,
+        )
         (run_dir / PGID_NAME).write_text(str(proc.pid))
 
         def _forward(signum: int, _frame: object) -> None:
@@ -77,21 +82,35 @@ def current_epoch(path: Path) -> tuple[int, int] | None:
     return (int(found[-1][0]), int(found[-1][1])) if found else None
 
 
-def run_one(r: Rendered, ledger: Ledger, on_progress: Progress | None = None,
-            poll_s: float = 0.5) -> Outcome:
+def run_one(
+    r: Rendered, ledger: Ledger, on_progress: Progress | None = None, poll_s: float = 0.5
+) -> Outcome:
     """Run one rendered script to the end; the ledger follows every state change."""
     log = r.run_dir / LOG_NAME
     log.unlink(missing_ok=True)
     executor = submitit.LocalExecutor(folder=r.run_dir / "submitit")
     executor.update_parameters(timeout_min=r.run.time_limit_min)
     row = ledger.get(r.run.run_id)
-    ledger.update(r.run.run_id, "SUBMITTED", backend="local", submitted_at=time.time(),
-                  attempts=(row.attempts if row else 0) + 1, runner_pid=os.getpid(),
-                  exit_code=None, message=None, ended_at=None)
+    ledger.update(
+        r.run.run_id,
+        "SUBMITTED",
+        backend="local",
+        submitted_at=time.time(),
+        attempts=(row.attempts if row else 0) + 1,
+        runner_pid=os.getpid(),
+        exit_code=None,
+        message=None,
+        ended_at=None,
+    )
     t0 = time.monotonic()
     job = executor.submit(run_script, str(r.run_dir / "job.sbatch"), str(log))
-    ledger.update(r.run.run_id, "RUNNING", job_id=str(job.job_id), started_at=time.time(),
-                  nodelist=os.uname().nodename)
+    ledger.update(
+        r.run.run_id,
+        "RUNNING",
+        job_id=str(job.job_id),
+        started_at=time.time(),
+        nodelist=os.uname().nodename,
+    )
     try:
         while not job.done():
             if on_progress and (ep := current_epoch(log)):
@@ -101,8 +120,13 @@ def run_one(r: Rendered, ledger: Ledger, on_progress: Progress | None = None,
         error = None
     except (KeyboardInterrupt, SystemExit):
         stop_run(r.run_dir, job)
-        ledger.update(r.run.run_id, "CANCELLED", "interrupted by the user", ended_at=time.time(),
-                      runner_pid=None)
+        ledger.update(
+            r.run.run_id,
+            "CANCELLED",
+            "interrupted by the user",
+            ended_at=time.time(),
+            runner_pid=None,
+        )
         raise
     except Exception as exc:  # the worker itself failed (not the script)
         code, error = None, f"{type(exc).__name__}: {exc}"
@@ -110,9 +134,15 @@ def run_one(r: Rendered, ledger: Ledger, on_progress: Progress | None = None,
     tail = log_tail(log)
     state = "COMPLETED" if code == 0 else "FAILED"
     message = None if code == 0 else (error or f"exit code {code}") + ("\n" + tail if tail else "")
-    ledger.update(r.run.run_id, state, None if code == 0 else (error or f"exit code {code}"),
-                  exit_code=None if code is None else str(code), ended_at=time.time(),
-                  message=message, runner_pid=None)
+    ledger.update(
+        r.run.run_id,
+        state,
+        None if code == 0 else (error or f"exit code {code}"),
+        exit_code=None if code is None else str(code),
+        ended_at=time.time(),
+        message=message,
+        runner_pid=None,
+    )
     return Outcome(r.run.run_id, state, code, seconds, tail)
 
 
@@ -133,10 +163,19 @@ def stop_run(run_dir: Path, job: submitit.local.local.LocalJob | None = None) ->
 
 def reconcile(ledger: Ledger) -> list[str]:
     """Runs marked active whose local runner is gone were lost (crash, kill -9): say so."""
-    lost = [row.run_id for row in ledger.rows()
-            if row.backend == "local" and row.state in ("SUBMITTED", "RUNNING")
-            and not pid_alive(row.runner_pid)]
+    lost = [
+        row.run_id
+        for row in ledger.rows()
+        if row.backend == "local"
+        and row.state in ("SUBMITTED", "RUNNING")
+        and not pid_alive(row.runner_pid)
+    ]
     if lost:
-        ledger.update_many(lost, "LOST", "the hpcscale process running it is gone",
-                           ended_at=time.time(), runner_pid=None)
+        ledger.update_many(
+            lost,
+            "LOST",
+            "the hpcscale process running it is gone",
+            ended_at=time.time(),
+            runner_pid=None,
+        )
     return lost

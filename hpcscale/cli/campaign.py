@@ -9,8 +9,18 @@ from rich.table import Table
 
 from hpcscale.cli.common import CampaignArg, JsonOpt, WorkdirOpt, console, print_json
 
-KNOB_COLUMNS = ("mpi", "strategy", "cross_device_ops", "fusion_threshold_mb", "cycle_time_ms",
-                "fp16_allreduce", "hierarchical_allreduce", "mixed_precision", "epochs", "repeat")
+KNOB_COLUMNS = (
+    "mpi",
+    "strategy",
+    "cross_device_ops",
+    "fusion_threshold_mb",
+    "cycle_time_ms",
+    "fp16_allreduce",
+    "hierarchical_allreduce",
+    "mixed_precision",
+    "epochs",
+    "repeat",
+)
 
 
 def validate(campaign: CampaignArg) -> None:
@@ -18,8 +28,10 @@ def validate(campaign: CampaignArg) -> None:
     from hpcscale.api import plan_campaign
 
     lc, plan = plan_campaign(campaign)
-    console.print(f"[green]ok[/green] {campaign}: campaign [bold]{lc.campaign.name}[/bold] on "
-                  f"system {lc.system.name}: {len(plan.runs)} runs, {len(plan.excluded)} excluded")
+    console.print(
+        f"[green]ok[/green] {campaign}: campaign [bold]{lc.campaign.name}[/bold] on "
+        f"system {lc.system.name}: {len(plan.runs)} runs, {len(plan.excluded)} excluded"
+    )
 
 
 def plan(campaign: CampaignArg, json: JsonOpt = False) -> None:
@@ -32,19 +44,41 @@ def plan(campaign: CampaignArg, json: JsonOpt = False) -> None:
         print_json(records)
         return
     swept = [a for a, v in p.axes.items() if len(v) > 1]
-    table = Table(title=f"{lc.campaign.name}: {len(records)} runs on {lc.system.name} "
-                  f"({lc.campaign.scaling} scaling)")
-    cols = ["run_id", "model", "device", "nodes", "ranks", "layout", "gpus/node", "batch/rank",
-            "global batch"]
+    table = Table(
+        title=f"{lc.campaign.name}: {len(records)} runs on {lc.system.name} "
+        f"({lc.campaign.scaling} scaling)"
+    )
+    cols = [
+        "run_id",
+        "model",
+        "device",
+        "nodes",
+        "ranks",
+        "layout",
+        "gpus/node",
+        "batch/rank",
+        "global batch",
+    ]
     extra = [k for k in KNOB_COLUMNS if _varies(records, k) or k in swept]
-    extra += [f"args.{k}" for k in sorted({k for r in records for k in r["args"]})
-              if _varies([r["args"] for r in records], k)]
+    extra += [
+        f"args.{k}"
+        for k in sorted({k for r in records for k in r["args"]})
+        if _varies([r["args"] for r in records], k)
+    ]
     for c in cols + extra:
         table.add_column(c, justify="right" if c not in ("run_id", "model", "device") else "left")
     for r in records:
-        row = [r["run_id"], r["model"], r["device"], str(r["nodes"]), str(r["ranks"]),
-               f"{r['tasks_per_node']}x{r['threads_per_task']}", str(r["gpus_per_node"]),
-               str(r["batch_per_rank"]), str(r["global_batch"])]
+        row = [
+            r["run_id"],
+            r["model"],
+            r["device"],
+            str(r["nodes"]),
+            str(r["ranks"]),
+            f"{r['tasks_per_node']}x{r['threads_per_task']}",
+            str(r["gpus_per_node"]),
+            str(r["batch_per_rank"]),
+            str(r["global_batch"]),
+        ]
         row += [_cell(r["args"].get(k[5:]) if k.startswith("args.") else r.get(k)) for k in extra]
         table.add_row(*row)
     console.print(table)
@@ -68,7 +102,7 @@ def render(campaign: CampaignArg, workdir: WorkdirOpt = None) -> None:
     """Write DIR/<name>/runs/<run_id>/{job.sbatch,run.json} for every run (atomically)."""
     from hpcscale.api import render_campaign
 
-    lc, p, rendered = render_campaign(campaign, workdir)
+    lc, _, rendered = render_campaign(campaign, workdir)
     where = rendered[0].run_dir.parent if rendered else "(nothing)"
     console.print(f"rendered {len(rendered)} runs of [bold]{lc.campaign.name}[/bold] into {where}")
 

@@ -14,11 +14,18 @@ err_console = Console(stderr=True)
 
 WorkdirOpt = Annotated[
     Path | None,
-    typer.Option("--workdir", "-w", envvar="HPCSCALE_WORKDIR", show_envvar=True,
-                 help="where campaigns' run directories live [default: ./hpcscale-runs]"),
+    typer.Option(
+        "--workdir",
+        "-w",
+        envvar="HPCSCALE_WORKDIR",
+        show_envvar=True,
+        help="where campaigns' run directories live [default: ./hpcscale-runs]",
+    ),
 ]
-CampaignArg = Annotated[str, typer.Argument(help="campaign YAML file (e.g. campaigns/quickstart.yaml)",
-                                            show_default=False)]
+CampaignArg = Annotated[
+    str,
+    typer.Argument(help="campaign YAML file (e.g. campaigns/quickstart.yaml)", show_default=False),
+]
 JsonOpt = Annotated[bool, typer.Option("--json", help="machine-readable output on stdout")]
 
 

@@ -73,8 +73,11 @@ def expand(lc: LoadedCampaign) -> Plan:
             run = base.model_copy(update={"repeat": r})
             rid = run.run_id
             if rid in seen:
-                raise src.error(("matrix",), f"cells {_fmt(seen[rid])} and {_fmt(assignment)} "
-                                "resolve to the same run; remove one")
+                raise src.error(
+                    ("matrix",),
+                    f"cells {_fmt(seen[rid])} and {_fmt(assignment)} "
+                    "resolve to the same run; remove one",
+                )
             seen[rid] = assignment
             plan.runs.append(run)
     return plan
@@ -88,7 +91,9 @@ def resolve(lc: LoadedCampaign, a: Assignment, swept: tuple[str, ...] = ()) -> R
     if device == "gpu" and gpus < 1:
         raise ScalingError("device", f"system {s.name!r} has no GPUs (gpus_per_node: 0)")
     if device == "gpu" and gpus > max(s.gpus_per_node, 0):
-        raise ScalingError("gpus_per_node", f"system {s.name!r} has {s.gpus_per_node} GPUs per node")
+        raise ScalingError(
+            "gpus_per_node", f"system {s.name!r} has {s.gpus_per_node} GPUs per node"
+        )
     strategy = a.get("strategy", "horovod")
     nodes = a.get("nodes", 1)
     if not isinstance(nodes, int) or nodes < 1:
@@ -96,49 +101,77 @@ def resolve(lc: LoadedCampaign, a: Assignment, swept: tuple[str, ...] = ()) -> R
     if nodes > s.max_nodes:
         raise ScalingError("nodes", f"system {s.name!r} has at most {s.max_nodes} nodes")
     if strategy == "mirrored":
-        layout = fit_layout(s.cores_per_node, device=device, tasks_per_node=1,
-                            threads_per_task=a.get("threads_per_task"))
+        layout = fit_layout(
+            s.cores_per_node,
+            device=device,
+            tasks_per_node=1,
+            threads_per_task=a.get("threads_per_task"),
+        )
         replicas_per_task = gpus if device == "gpu" else int(a.get("replicas_per_task", 1))
         if "cross_device_ops" not in a:
             a = {**a, "cross_device_ops": "nccl" if device == "gpu" else "reduce_to_one"}
     else:
-        layout = fit_layout(s.cores_per_node, device=device, layout=a.get("layout"),
-                            tasks_per_node=a.get("tasks_per_node"),
-                            threads_per_task=a.get("threads_per_task"), gpus_per_node=gpus)
+        layout = fit_layout(
+            s.cores_per_node,
+            device=device,
+            layout=a.get("layout"),
+            tasks_per_node=a.get("tasks_per_node"),
+            threads_per_task=a.get("threads_per_task"),
+            gpus_per_node=gpus,
+        )
         replicas_per_task = 1
         if "cross_device_ops" in a:
             raise ScalingError("cross_device_ops", "cross_device_ops applies to strategy: mirrored")
     if device == "gpu" and strategy == "horovod" and layout.tasks_per_node > gpus:
-        raise ScalingError("tasks_per_node", f"{layout.tasks_per_node} ranks per node for {gpus} GPUs")
+        raise ScalingError(
+            "tasks_per_node", f"{layout.tasks_per_node} ranks per node for {gpus} GPUs"
+        )
     replicas = nodes * layout.tasks_per_node * replicas_per_task
     per_rank, global_batch = batches(
-        c.scaling, replicas, batch=a.get("batch"), batch_per_rank=a.get("batch_per_rank"),
+        c.scaling,
+        replicas,
+        batch=a.get("batch"),
+        batch_per_rank=a.get("batch_per_rank"),
         global_batch=a.get("global_batch"),
     )
     mpi = a.get("mpi", s.mpi_default)
     if mpi not in s.mpi:
-        raise ScalingError("mpi", f"MPI flavour {mpi!r} is not offered by system {s.name!r}; "
-                           f"it has: {', '.join(s.mpi)}")
+        raise ScalingError(
+            "mpi",
+            f"MPI flavour {mpi!r} is not offered by system {s.name!r}; it has: {', '.join(s.mpi)}",
+        )
     launcher = s.mpi[mpi].launcher or s.launcher
     args = dict(c.workload.args)
     args.update({k.removeprefix("args."): v for k, v in a.items() if k.startswith("args.")})
     fields = {
-        "campaign": c.name, "system": s.name, "workload": c.workload.program,
-        "model": a.get("model", c.workload.model), "scaling": c.scaling, "device": device,
-        "nodes": nodes, "tasks_per_node": layout.tasks_per_node,
-        "threads_per_task": layout.threads_per_task, "gpus_per_node": gpus,
-        "replicas_per_task": replicas_per_task, "batch_per_rank": per_rank,
-        "global_batch": global_batch, "strategy": strategy,
-        "cross_device_ops": a.get("cross_device_ops"), "mpi": mpi, "launcher": launcher,
+        "campaign": c.name,
+        "system": s.name,
+        "workload": c.workload.program,
+        "model": a.get("model", c.workload.model),
+        "scaling": c.scaling,
+        "device": device,
+        "nodes": nodes,
+        "tasks_per_node": layout.tasks_per_node,
+        "threads_per_task": layout.threads_per_task,
+        "gpus_per_node": gpus,
+        "replicas_per_task": replicas_per_task,
+        "batch_per_rank": per_rank,
+        "global_batch": global_batch,
+        "strategy": strategy,
+        "cross_device_ops": a.get("cross_device_ops"),
+        "mpi": mpi,
+        "launcher": launcher,
         "fusion_threshold_mb": a.get("fusion_threshold_mb"),
         "cycle_time_ms": a.get("cycle_time_ms"),
         "fp16_allreduce": a.get("fp16_allreduce", False),
         "hierarchical_allreduce": a.get("hierarchical_allreduce", False),
         "mixed_precision": a.get("mixed_precision", False),
         "epochs": a.get("epochs", c.workload.epochs),
-        "timeline": c.collect.timeline, "mark_cycles": c.collect.mark_cycles,
+        "timeline": c.collect.timeline,
+        "mark_cycles": c.collect.mark_cycles,
         "time_limit_min": a.get("time_limit_min", s.time_limit_min),
-        "args": args, "swept": tuple(swept),
+        "args": args,
+        "swept": tuple(swept),
     }
     try:
         return Run.model_validate(fields)
@@ -194,12 +227,20 @@ class _Where:
 
     def rejects(self, names: dict[str, Any], partial: bool = False) -> bool:
         env = {k.replace(".", "_"): v for k, v in names.items()}
-        env.update({k: v for k, v in env.pop("args", {}).items()} if isinstance(env.get("args"), dict) else {})
+        env.update(
+            {k: v for k, v in env.pop("args", {}).items()}
+            if isinstance(env.get("args"), dict)
+            else {}
+        )
         ev = EvalWithCompoundTypes(names=env, functions={"min": min, "max": max, "abs": abs})
         try:
             return not bool(ev.eval(self.text))
         except (InvalidExpression, SyntaxError, TypeError, ValueError, KeyError) as exc:
             if partial:
                 return False
-            raise InputError(str(self.lc.path), self.lc.source.line_of(("matrix", "where")),
-                             "matrix.where", f"cannot evaluate {self.text!r}: {exc}") from None
+            raise InputError(
+                str(self.lc.path),
+                self.lc.source.line_of(("matrix", "where")),
+                "matrix.where",
+                f"cannot evaluate {self.text!r}: {exc}",
+            ) from None

@@ -21,18 +21,38 @@ def program_argv(run: Run, system: System, run_dir: Path) -> list[object]:
     """The workload command one rank runs."""
     jobs = Path(system.jobs_dir) if system.jobs_dir else REPO_JOBS
     argv: list[object] = [
-        python_of(system), str(jobs / f"{run.workload}.py"),
-        "--model", run.model, "--run-dir", str(run_dir),
-        "--batch-per-rank", run.batch_per_rank, "--epochs", run.epochs,
-        "--device", run.device, "--threads", run.threads_per_task,
-        "--strategy", run.strategy, "--seed", run.repeat,
+        python_of(system),
+        str(jobs / f"{run.workload}.py"),
+        "--model",
+        run.model,
+        "--run-dir",
+        str(run_dir),
+        "--batch-per-rank",
+        run.batch_per_rank,
+        "--epochs",
+        run.epochs,
+        "--device",
+        run.device,
+        "--threads",
+        run.threads_per_task,
+        "--strategy",
+        run.strategy,
+        "--seed",
+        run.repeat,
     ]
     if run.strategy == "mirrored":
-        argv += ["--cross-device-ops", run.cross_device_ops or "reduce_to_one",
-                 "--devices", run.replicas_per_task]
-    for flag, on in (("--fp16-allreduce", run.fp16_allreduce),
-                     ("--mixed-precision", run.mixed_precision),
-                     ("--timeline", run.timeline), ("--mark-cycles", run.mark_cycles)):
+        argv += [
+            "--cross-device-ops",
+            run.cross_device_ops or "reduce_to_one",
+            "--devices",
+            run.replicas_per_task,
+        ]
+    for flag, on in (
+        ("--fp16-allreduce", run.fp16_allreduce),
+        ("--mixed-precision", run.mixed_precision),
+        ("--timeline", run.timeline),
+        ("--mark-cycles", run.mark_cycles),
+    ):
         if on:
             argv.append(flag)
     for key, value in sorted(run.args.items()):
@@ -59,7 +79,9 @@ def horovod_env(run: Run) -> dict[str, object]:
     return env
 
 
-def launch_argv(run: Run, system: System, program: list[object], env_names: list[str]) -> list[object]:
+def launch_argv(
+    run: Run, system: System, program: list[object], env_names: list[str]
+) -> list[object]:
     """Wrap `program` in the run's launcher. `env_names` must reach every rank."""
     n, ppn, cpt = run.ranks, run.tasks_per_node, run.threads_per_task
     extra: list[object] = list(system.launcher_args)
@@ -68,11 +90,23 @@ def launch_argv(run: Run, system: System, program: list[object], env_names: list
     match run.launcher:
         case "srun":
             bind = [f"--cpu-bind={system.cpu_bind}"] if system.cpu_bind != "none" else []
-            return ["srun", f"--mpi={system.srun_mpi}", f"--nodes={run.nodes}", f"--ntasks={n}",
-                    f"--ntasks-per-node={ppn}", f"--cpus-per-task={cpt}", *bind, *extra, *program]
+            return [
+                "srun",
+                f"--mpi={system.srun_mpi}",
+                f"--nodes={run.nodes}",
+                f"--ntasks={n}",
+                f"--ntasks-per-node={ppn}",
+                f"--cpus-per-task={cpt}",
+                *bind,
+                *extra,
+                *program,
+            ]
         case "mpirun":
-            bind = (["--map-by", f"ppr:{ppn}:node:PE={cpt}", "--bind-to", "core"]
-                    if system.cpu_bind == "cores" else [])
+            bind = (
+                ["--map-by", f"ppr:{ppn}:node:PE={cpt}", "--bind-to", "core"]
+                if system.cpu_bind == "cores"
+                else []
+            )
             exports: list[object] = []
             for name in env_names:
                 exports += ["-x", name]
@@ -82,8 +116,17 @@ def launch_argv(run: Run, system: System, program: list[object], env_names: list
             return ["mpirun", "-np", n, *hosts, *bind, *exports, *extra, *program]
         case "mpirun_rsh":
             envs = [Raw(f'{name}="${{{name}}}"') for name in env_names]
-            return ["mpirun_rsh", "-export", "-np", n, "-hostfile", Raw('"$HPCSCALE_HOSTFILE"'),
-                    *extra, *envs, *program]
+            return [
+                "mpirun_rsh",
+                "-export",
+                "-np",
+                n,
+                "-hostfile",
+                Raw('"$HPCSCALE_HOSTFILE"'),
+                *extra,
+                *envs,
+                *program,
+            ]
         case "horovodrun":
             knobs: list[object] = []
             if run.fusion_threshold_mb is not None:
@@ -92,6 +135,14 @@ def launch_argv(run: Run, system: System, program: list[object], env_names: list
                 knobs += ["--cycle-time-ms", run.cycle_time_ms]
             if run.hierarchical_allreduce:
                 knobs.append("--hierarchical-allreduce")
-            return ["horovodrun", "-np", n, "-H", Raw('"$HPCSCALE_HOSTS"'), *knobs, *extra,
-                    *program]
+            return [
+                "horovodrun",
+                "-np",
+                n,
+                "-H",
+                Raw('"$HPCSCALE_HOSTS"'),
+                *knobs,
+                *extra,
+                *program,
+            ]
     raise ValueError(f"unknown launcher {run.launcher!r}")

@@ -1,4 +1,4 @@
-"""Where state lives: <workdir>/<campaign>/{campaign.yaml, ledger.sqlite, runs/<run-id>/, report/}."""
+"""Where state lives: <workdir>/<campaign>/{campaign.yaml, ledger.sqlite, runs/<id>/, report/}."""
 
 from __future__ import annotations
 
@@ -21,15 +21,21 @@ def run_dir(campaign: str, run_id: str, wd: str | Path | None = None) -> Path:
     return campaign_dir(campaign, wd) / "runs" / run_id
 
 
-def atomic_write(path: Path, text: str | bytes, mode: int | None = None) -> None:
-    """Write via a temp file in the same directory and rename: readers never see half a file."""
+def atomic_write(
+    path: Path, text: str | bytes, mode: int | None = None, durable: bool = False
+) -> None:
+    """Write via a temp file in the same directory and rename: readers never see half a file.
+
+    `durable` adds an fsync; rendered files skip it (they can be rendered again, the ledger
+    is what must survive a crash)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(text.encode() if isinstance(text, str) else text)
-            f.flush()
-            os.fsync(f.fileno())
+            if durable:
+                f.flush()
+                os.fsync(f.fileno())
         if mode is not None:
             os.chmod(tmp, mode)
         os.replace(tmp, path)

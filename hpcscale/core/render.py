@@ -13,7 +13,7 @@ from hpcscale.core.launchers import horovod_env, launch_argv, program_argv
 from hpcscale.core.paths import atomic_write, campaign_dir
 from hpcscale.core.run import Run
 from hpcscale.core.shell import Shell, finalize, join, quote
-from hpcscale.core.system import SBATCH_SAFE, ENV_NAME, System
+from hpcscale.core.system import ENV_NAME, SBATCH_SAFE, System
 from hpcscale.errors import UsageError
 
 TEMPLATE_DIRS = [Path(__file__).resolve().parents[2] / "templates"]
@@ -40,7 +40,9 @@ def _sbatch_value(value: object) -> Shell:
     """#SBATCH lines are parsed by sbatch, not a shell: allow only values needing no quotes."""
     text = str(value)
     if not SBATCH_SAFE.match(text):
-        raise UsageError(f"value {text!r} cannot go on an #SBATCH line (use plain characters, no spaces)")
+        raise UsageError(
+            f"value {text!r} cannot go on an #SBATCH line (use plain characters, no spaces)"
+        )
     return Shell(text)
 
 
@@ -77,8 +79,10 @@ def render_run(run: Run, system: System, run_dir: Path) -> Rendered:
     program = program_argv(run, system, run_dir)
     launch = launch_argv(run, system, program, list(env))
     if not SBATCH_SAFE.match(str(run_dir)):
-        raise UsageError(f"run directory {run_dir} has characters #SBATCH cannot take; "
-                         "choose a --workdir path of plain characters (no spaces)")
+        raise UsageError(
+            f"run directory {run_dir} has characters #SBATCH cannot take; "
+            "choose a --workdir path of plain characters (no spaces)"
+        )
     context = {
         "run": run,
         "run_id": run.run_id,
@@ -90,14 +94,17 @@ def render_run(run: Run, system: System, run_dir: Path) -> Rendered:
         "env": env,
         "launch": join(launch),
         "program": join(program),
-        "needs_hostfile": run.launcher in ("mpirun_rsh", "horovodrun") and system.scheduler == "slurm",
+        "needs_hostfile": run.launcher in ("mpirun_rsh", "horovodrun")
+        and system.scheduler == "slurm",
         "quote": quote,
     }
     try:
         script = environment().get_template(system.template).render(context)
     except jinja2.TemplateNotFound as exc:
-        raise UsageError(f"system {system.name!r}: template {exc.name!r} not found in "
-                         f"{', '.join(map(str, TEMPLATE_DIRS))}") from None
+        raise UsageError(
+            f"system {system.name!r}: template {exc.name!r} not found in "
+            f"{', '.join(map(str, TEMPLATE_DIRS))}"
+        ) from None
     except jinja2.UndefinedError as exc:
         raise UsageError(f"template {system.template}: {exc.message}") from None
     return Rendered(run, run_dir, script, join(program), join(launch), env)
@@ -114,7 +121,9 @@ def write_run(r: Rendered) -> None:
         atomic_write(path, data, mode)
 
 
-def render_all(runs: list[Run], system: System, workdir: Path | None, campaign_yaml: str) -> list[Rendered]:
+def render_all(
+    runs: list[Run], system: System, workdir: Path | None, campaign_yaml: str
+) -> list[Rendered]:
     """Render every run in memory first (so an error writes nothing), then write them all."""
     if not runs:
         return []
@@ -124,5 +133,3 @@ def render_all(runs: list[Run], system: System, workdir: Path | None, campaign_y
     for r in rendered:
         write_run(r)
     return rendered
-
-

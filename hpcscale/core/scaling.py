@@ -75,11 +75,21 @@ def batches(
 
     `batch` means per-replica for weak/none and global for strong; the explicit forms override.
     """
-    given = [n for n, v in (("batch", batch), ("batch_per_rank", batch_per_rank),
-                            ("global_batch", global_batch)) if v is not None]
+    given = [
+        n
+        for n, v in (
+            ("batch", batch),
+            ("batch_per_rank", batch_per_rank),
+            ("global_batch", global_batch),
+        )
+        if v is not None
+    ]
     if len(given) != 1:
-        raise ScalingError("batch", "give exactly one of batch, batch_per_rank, global_batch"
-                           + (f" (got {', '.join(given)})" if given else ""))
+        raise ScalingError(
+            "batch",
+            "give exactly one of batch, batch_per_rank, global_batch"
+            + (f" (got {', '.join(given)})" if given else ""),
+        )
     if replicas < 1:
         raise ScalingError("nodes", "a run needs at least one rank")
     if batch is not None:
@@ -105,4 +115,4 @@ def batches(
 
 def fusion_threshold_bytes(mb: float) -> int:
     """HOROVOD_FUSION_THRESHOLD is in bytes; campaigns speak MB (as horovodrun's flag does)."""
-    return int(round(mb * 1024 * 1024))
+    return round(mb * 1024 * 1024)

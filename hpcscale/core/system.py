@@ -106,8 +106,10 @@ def shipped_systems() -> list[str]:
     return sorted(p.stem for p in SHIPPED_DIR.glob("*.yaml"))
 
 
-def load_system(ref: str, relative_to: Path | None = None, where: tuple[str, int | None] | None = None) -> System:
-    """Load a profile by name (searched in $HPCSCALE_SYSTEMS_PATH, then the shipped ones) or path."""
+def load_system(
+    ref: str, relative_to: Path | None = None, where: tuple[str, int | None] | None = None
+) -> System:
+    """A profile by name (from $HPCSCALE_SYSTEMS_PATH, then the shipped ones) or by path."""
     path: Path | None = None
     if ref.endswith((".yaml", ".yml")) or "/" in ref:
         candidate = Path(ref)
@@ -122,14 +124,19 @@ def load_system(ref: str, relative_to: Path | None = None, where: tuple[str, int
     if path is None:
         known = shipped_systems()
         file, line = where if where else ("<system>", None)
-        raise InputError(file, line, "system",
-                         f"unknown system {ref!r}{did_you_mean(ref, known)}; "
-                         f"shipped: {', '.join(known)} (or give a path to a profile YAML)")
+        raise InputError(
+            file,
+            line,
+            "system",
+            f"unknown system {ref!r}{did_you_mean(ref, known)}; "
+            f"shipped: {', '.join(known)} (or give a path to a profile YAML)",
+        )
     src = load_yaml(path)
     data = src.data if isinstance(src.data, dict) else {}
     data.setdefault("name", path.stem)
     system = validate(System, data, src)
     if system.mpi_default not in system.mpi:
-        raise src.error(("mpi_default",), f"{system.mpi_default!r} is not one of mpi: "
-                        f"{', '.join(system.mpi)}")
+        raise src.error(
+            ("mpi_default",), f"{system.mpi_default!r} is not one of mpi: {', '.join(system.mpi)}"
+        )
     return system

@@ -27,7 +27,9 @@ def validate(model: type[M], data: Any, src: Source, prefix: KeyPath = ()) -> M:
         raise located(exc, model, src, prefix) from None
 
 
-def located(exc: ValidationError, model: type[BaseModel], src: Source, prefix: KeyPath) -> InputError:
+def located(
+    exc: ValidationError, model: type[BaseModel], src: Source, prefix: KeyPath
+) -> InputError:
     err = exc.errors(include_url=False)[0]
     loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
     key: KeyPath = (*prefix, *loc)

@@ -73,15 +73,25 @@ def load_yaml(path: str | Path, text: str | None = None) -> Source:
     return src
 
 
-def _build(node: yaml.Node, key: KeyPath, src: Source, loader: yaml.SafeLoader, budget: list[int]) -> Any:
+def _build(
+    node: yaml.Node, key: KeyPath, src: Source, loader: yaml.SafeLoader, budget: list[int]
+) -> Any:
     budget[0] -= 1
     if budget[0] < 0:
-        raise InputError(src.path, node.start_mark.line + 1, format_key(key) or None,
-                         f"document expands to more than {MAX_NODES} nodes (alias bomb?)")
+        raise InputError(
+            src.path,
+            node.start_mark.line + 1,
+            format_key(key) or None,
+            f"document expands to more than {MAX_NODES} nodes (alias bomb?)",
+        )
     src.lines.setdefault(key, node.start_mark.line + 1)
     if not isinstance(node, yaml.ScalarNode) and node.tag not in _PLAIN_TAGS:
-        raise InputError(src.path, node.start_mark.line + 1, format_key(key) or None,
-                         f"unsupported YAML tag {node.tag!r} (only plain data is allowed)")
+        raise InputError(
+            src.path,
+            node.start_mark.line + 1,
+            format_key(key) or None,
+            f"unsupported YAML tag {node.tag!r} (only plain data is allowed)",
+        )
     if isinstance(node, yaml.MappingNode):
         loader.flatten_mapping(node)
         out: dict[str, Any] = {}
@@ -91,8 +101,9 @@ def _build(node: yaml.Node, key: KeyPath, src: Source, loader: yaml.SafeLoader, 
                 raise src.error(key, f"keys must be strings, got {k!r}")
             k = str(k)
             if k in out:
-                raise InputError(src.path, knode.start_mark.line + 1, format_key((*key, k)),
-                                 "duplicate key")
+                raise InputError(
+                    src.path, knode.start_mark.line + 1, format_key((*key, k)), "duplicate key"
+                )
             src.lines[(*key, k)] = knode.start_mark.line + 1
             out[k] = _build(vnode, (*key, k), src, loader, budget)
         return out
@@ -103,10 +114,18 @@ def _build(node: yaml.Node, key: KeyPath, src: Source, loader: yaml.SafeLoader, 
 
 def _scalar(node: yaml.Node, key: KeyPath, src: Source, loader: yaml.SafeLoader) -> Any:
     if not isinstance(node, yaml.ScalarNode):
-        raise InputError(src.path, node.start_mark.line + 1, format_key(key) or None,
-                         "a mapping key must be a plain value")
+        raise InputError(
+            src.path,
+            node.start_mark.line + 1,
+            format_key(key) or None,
+            "a mapping key must be a plain value",
+        )
     try:
         return loader.construct_object(node, deep=True)
-    except yaml.constructor.ConstructorError as exc:
-        raise InputError(src.path, node.start_mark.line + 1, format_key(key) or None,
-                         f"unsupported YAML tag {node.tag!r} (only plain data is allowed)") from None
+    except yaml.constructor.ConstructorError:
+        raise InputError(
+            src.path,
+            node.start_mark.line + 1,
+            format_key(key) or None,
+            f"unsupported YAML tag {node.tag!r} (only plain data is allowed)",
+        ) from None

@@ -18,10 +18,32 @@ from typing import Any
 LEDGER_NAME = "ledger.sqlite"
 
 # Terminal states never change again unless a run is resubmitted.
-TERMINAL = frozenset({"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY",
-                      "BOOT_FAIL", "DEADLINE", "PREEMPTED", "LOST"})
-ACTIVE = frozenset({"SUBMITTED", "PENDING", "RUNNING", "REQUEUED", "SUSPENDED", "COMPLETING",
-                    "CONFIGURING", "RESIZING"})
+TERMINAL = frozenset(
+    {
+        "COMPLETED",
+        "FAILED",
+        "CANCELLED",
+        "TIMEOUT",
+        "NODE_FAIL",
+        "OUT_OF_MEMORY",
+        "BOOT_FAIL",
+        "DEADLINE",
+        "PREEMPTED",
+        "LOST",
+    }
+)
+ACTIVE = frozenset(
+    {
+        "SUBMITTED",
+        "PENDING",
+        "RUNNING",
+        "REQUEUED",
+        "SUSPENDED",
+        "COMPLETING",
+        "CONFIGURING",
+        "RESIZING",
+    }
+)
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -52,9 +74,24 @@ CREATE TABLE IF NOT EXISTS events (
 CREATE INDEX IF NOT EXISTS events_run ON events(run_id);
 """
 
-COLUMNS = ("run_id", "run_dir", "backend", "state", "job_id", "array_job_id", "array_index",
-           "nodelist", "exit_code", "submitted_at", "started_at", "ended_at", "attempts",
-           "message", "runner_pid", "updated_at")
+COLUMNS = (
+    "run_id",
+    "run_dir",
+    "backend",
+    "state",
+    "job_id",
+    "array_job_id",
+    "array_index",
+    "nodelist",
+    "exit_code",
+    "submitted_at",
+    "started_at",
+    "ended_at",
+    "attempts",
+    "message",
+    "runner_pid",
+    "updated_at",
+)
 
 
 @dataclass(frozen=True)
@@ -118,21 +155,30 @@ class Ledger:
         with self.transaction() as db:
             before = db.total_changes
             db.executemany(
-                "INSERT OR IGNORE INTO runs(run_id, run_dir, state, updated_at) VALUES (?, ?, 'RENDERED', ?)",
-                [(rid, rdir, now) for rid, rdir in runs])
+                "INSERT OR IGNORE INTO runs(run_id, run_dir, state, updated_at) "
+                "VALUES (?, ?, 'RENDERED', ?)",
+                [(rid, rdir, now) for rid, rdir in runs],
+            )
             added = db.total_changes - before
             db.executemany(
                 "INSERT INTO events(run_id, at, state, detail) SELECT ?, ?, 'RENDERED', NULL "
                 "WHERE NOT EXISTS (SELECT 1 FROM events WHERE run_id = ?)",
-                [(rid, now, rid) for rid, _ in runs])
+                [(rid, now, rid) for rid, _ in runs],
+            )
         return added
 
-    def update(self, run_id: str, state: str | None = None, detail: str | None = None,
-               **fields: Any) -> None:
+    def update(
+        self, run_id: str, state: str | None = None, detail: str | None = None, **fields: Any
+    ) -> None:
         self.update_many([run_id], state, detail, **fields)
 
-    def update_many(self, run_ids: Iterable[str], state: str | None = None,
-                    detail: str | None = None, **fields: Any) -> None:
+    def update_many(
+        self,
+        run_ids: Iterable[str],
+        state: str | None = None,
+        detail: str | None = None,
+        **fields: Any,
+    ) -> None:
         """Set fields (and a state, recorded in the history when it changes) in one transaction."""
         bad = set(fields) - set(COLUMNS)
         if bad:
@@ -150,13 +196,16 @@ class Ledger:
                     if row is None:
                         raise KeyError(f"run {rid} is not in the ledger")
                     if row[0] != state or detail:
-                        db.execute("INSERT INTO events(run_id, at, state, detail) VALUES (?, ?, ?, ?)",
-                                   (rid, now, state, detail))
+                        db.execute(
+                            "INSERT INTO events(run_id, at, state, detail) VALUES (?, ?, ?, ?)",
+                            (rid, now, state, detail),
+                        )
                 db.execute(f"UPDATE runs SET {assign} WHERE run_id = ?", (*sets.values(), rid))
 
     def get(self, run_id: str) -> RunRow | None:
-        row = self.db.execute(f"SELECT {', '.join(COLUMNS)} FROM runs WHERE run_id = ?",
-                              (run_id,)).fetchone()
+        row = self.db.execute(
+            f"SELECT {', '.join(COLUMNS)} FROM runs WHERE run_id = ?", (run_id,)
+        ).fetchone()
         return RunRow(*row) if row else None
 
     def rows(self) -> list[RunRow]:
@@ -164,8 +213,9 @@ class Ledger:
         return [RunRow(*r) for r in cur.fetchall()]
 
     def history(self, run_id: str) -> list[tuple[float, str, str | None]]:
-        cur = self.db.execute("SELECT at, state, detail FROM events WHERE run_id = ? ORDER BY id",
-                              (run_id,))
+        cur = self.db.execute(
+            "SELECT at, state, detail FROM events WHERE run_id = ? ORDER BY id", (run_id,)
+        )
         return list(cur.fetchall())
 
 
