@@ -43,14 +43,21 @@ lint: core
 	$(VENV)/bin/ruff check hpcscale jobs tests bench
 	$(VENV)/bin/ruff format --check hpcscale jobs tests bench
 
-demo: setup ## install, run campaigns/quickstart.yaml on this machine, print the report
+demo: setup ## install, run the quickstart here (mpirun) and on a local SLURM cluster, write the report
 	$(HPCSCALE) submit campaigns/quickstart.yaml --backend local
 	$(HPCSCALE) status quickstart
-	$(HPCSCALE) collect quickstart --timeline
-	$(HPCSCALE) report quickstart
+	eval "$$($(HPCSCALE) cluster up)" && \
+	  $(HPCSCALE) submit campaigns/quickstart_slurm.yaml && \
+	  $(HPCSCALE) status quickstart_slurm --watch; \
+	  rc=$$?; $(HPCSCALE) cluster down; exit $$rc
+	$(HPCSCALE) collect --timeline
+	$(HPCSCALE) report
 
-bench: setup
+bench: setup ## each benchmark prints one JSON line (figures as ratios against a baseline run alongside)
 	$(PY) bench/render_bench.py
+	$(PY) bench/harness_overhead.py
+	$(PY) bench/timeline_bench.py
+	$(PY) bench/submit_bench.py
 
 clean:
 	rm -rf hpcscale-runs .pytest_cache

@@ -67,13 +67,15 @@ def test_mvapich2_and_nccl_environments(workdir: Path) -> None:
 
 def test_bad_campaign_writes_nothing(tmp_path: Path, workdir: Path) -> None:
     bad = tmp_path / "bad.yaml"
-    bad.write_text(textwrap.dedent("""\
+    bad.write_text(
+        textwrap.dedent("""\
         name: bad
         workload: {model: dcgan}
         system: owens
         scaling: strong
         matrix: {nodes: [1, 2, 3], device: gpu, batch: 128}
-        """))
+        """)
+    )
     with pytest.raises(InputError):
         render_campaign(bad, workdir)
     assert not workdir.exists() or not any(workdir.rglob("*"))
@@ -88,12 +90,24 @@ def test_plan_json_fields() -> None:
     proc = hpcscale("plan", str(CAMPAIGNS / "fusion_sweep.yaml"), "--json", check=True)
     runs = json.loads(proc.stdout)
     assert len(runs) == 20
-    need = {"run_id", "nodes", "tasks_per_node", "threads_per_task", "gpus_per_node",
-            "batch_per_rank", "global_batch", "scaling", "mpi", "strategy", "cycle_time_ms",
-            "fusion_threshold_mb"}
+    need = {
+        "run_id",
+        "nodes",
+        "tasks_per_node",
+        "threads_per_task",
+        "gpus_per_node",
+        "batch_per_rank",
+        "global_batch",
+        "scaling",
+        "mpi",
+        "strategy",
+        "cycle_time_ms",
+        "fusion_threshold_mb",
+    }
     assert need <= set(runs[0])
     assert {(r["cycle_time_ms"], r["fusion_threshold_mb"]) for r in runs} == {
-        (c, f) for c in (1, 3.5, 10, 25, 100) for f in (32, 64, 128, 256)}
+        (c, f) for c in (1, 3.5, 10, 25, 100) for f in (32, 64, 128, 256)
+    }
 
 
 # --- hostile values ------------------------------------------------------------------------
@@ -105,40 +119,84 @@ printf '%s' "$HOSTILE_ENV" > "$HOSTILE_OUT/env"
 """
 
 hostile_text = st.one_of(
-    st.sampled_from(["$(touch PWNED)", '"; touch PWNED; "', "`touch PWNED`", "'; touch PWNED #",
-                     "a\nb; touch PWNED", "${IFS}touch${IFS}PWNED", "\\$(touch PWNED)", "-np 99",
-                     "*", "~", "$HOME", "!!", "a'b\"c"]),
-    st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00\r"),
-            min_size=1, max_size=40),
+    st.sampled_from(
+        [
+            "$(touch PWNED)",
+            '"; touch PWNED; "',
+            "`touch PWNED`",
+            "'; touch PWNED #",
+            "a\nb; touch PWNED",
+            "${IFS}touch${IFS}PWNED",
+            "\\$(touch PWNED)",
+            "-np 99",
+            "*",
+            "~",
+            "$HOME",
+            "!!",
+            "a'b\"c",
+        ]
+    ),
+    st.text(
+        alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00\r"),
+        min_size=1,
+        max_size=40,
+    ),
 )
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(arg=hostile_text, env=hostile_text)
 def test_hostile_values_never_run(tmp_path: Path, arg: str, env: str) -> None:
-    """The launcher is replaced by a harmless stand-in (nothing else could show what argv it got)."""
+    """The launcher is a harmless stand-in: nothing else could show which argv it got."""
     case = Path(__import__("tempfile").mkdtemp(dir=tmp_path))
     bindir = case / "bin"
     bindir.mkdir()
     (bindir / "mpirun").write_text(STAND_IN)
     (bindir / "mpirun").chmod(0o755)
-    (case / "sys.yaml").write_text(yaml.safe_dump({
-        "name": "hostile", "scheduler": "local", "launcher": "mpirun", "template": "local.sbatch.j2",
-        "cores_per_node": 2, "python": "python3", "env": {"HOSTILE_ENV": env},
-    }, allow_unicode=True))
-    (case / "c.yaml").write_text(yaml.safe_dump({
-        "name": "hostile", "workload": {"model": "dcgan", "args": {"payload": arg}},
-        "system": "sys.yaml", "scaling": "weak", "matrix": {"layout": "2x1", "batch": 4},
-    }, allow_unicode=True))
+    (case / "sys.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "name": "hostile",
+                "scheduler": "local",
+                "launcher": "mpirun",
+                "template": "local.sbatch.j2",
+                "cores_per_node": 2,
+                "python": "python3",
+                "env": {"HOSTILE_ENV": env},
+            },
+            allow_unicode=True,
+        )
+    )
+    (case / "c.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "name": "hostile",
+                "workload": {"model": "dcgan", "args": {"payload": arg}},
+                "system": "sys.yaml",
+                "scaling": "weak",
+                "matrix": {"layout": "2x1", "batch": 4},
+            },
+            allow_unicode=True,
+        )
+    )
     _, _, rendered = render_campaign(case / "c.yaml", case / "wd")
     script = rendered[0].run_dir / "job.sbatch"
     out = case / "out"
     out.mkdir()
-    proc = subprocess.run(["bash", str(script)], cwd=case, capture_output=True, text=True,
-                          env={"PATH": f"{bindir}:/usr/bin:/bin", "HOSTILE_OUT": str(out),
-                               "HOME": str(case)})
+    proc = subprocess.run(
+        ["bash", str(script)],
+        cwd=case,
+        capture_output=True,
+        text=True,
+        env={"PATH": f"{bindir}:/usr/bin:/bin", "HOSTILE_OUT": str(out), "HOME": str(case)},
+    )
     assert proc.returncode == 0, proc.stderr
     assert not list(case.rglob("PWNED")) and not list(Path.cwd().glob("PWNED"))
     argv = (out / "argv").read_bytes().split(b"\0")[:-1]
+    # What YAML itself reads back is the reference (it folds e.g. NEL into a space).
+    arg = yaml.safe_load((case / "c.yaml").read_text())["workload"]["args"]["payload"]
+    env = yaml.safe_load((case / "sys.yaml").read_text())["env"]["HOSTILE_ENV"]
     assert argv[argv.index(b"--payload") + 1].decode() == arg
     assert (out / "env").read_text() == env

@@ -37,9 +37,9 @@ def program_argv(run: Run, system: System, run_dir: Path) -> list[object]:
         run.threads_per_task,
         "--strategy",
         run.strategy,
-        "--seed",
-        run.repeat,
     ]
+    if "seed" not in run.args:  # repeats differ by seed unless the campaign sweeps it itself
+        argv += ["--seed", run.repeat]
     if run.strategy == "mirrored":
         argv += [
             "--cross-device-ops",

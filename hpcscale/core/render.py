@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -27,6 +29,7 @@ def environment(extra_dir: str | None = None) -> jinja2.Environment:
         undefined=jinja2.StrictUndefined,
         finalize=finalize,
         autoescape=False,
+        auto_reload=False,
         keep_trailing_newline=True,
         trim_blocks=True,
         lstrip_blocks=True,
@@ -58,9 +61,9 @@ def slurm_time(minutes: int) -> str:
     return f"{d}-{h:02d}:{m:02d}:00" if d else f"{h:02d}:{m:02d}:00"
 
 
-def job_name(run: Run) -> str:
+def job_name(campaign: str, run_id: str) -> str:
     """Carries campaign and run id, so a lost ledger write can be repaired from squeue/sacct."""
-    return f"hpcscale.{run.campaign}.{run.run_id}"
+    return f"hpcscale.{campaign}.{run_id}"
 
 
 @dataclass(frozen=True)
@@ -78,6 +81,8 @@ def render_run(run: Run, system: System, run_dir: Path) -> Rendered:
     env: dict[str, object] = {**system.env, **flavour.env, **horovod_env(run)}
     program = program_argv(run, system, run_dir)
     launch = launch_argv(run, system, program, list(env))
+    launch_text, program_text = join(launch), join(program)
+    rid = run.run_id
     if not SBATCH_SAFE.match(str(run_dir)):
         raise UsageError(
             f"run directory {run_dir} has characters #SBATCH cannot take; "
@@ -85,15 +90,15 @@ def render_run(run: Run, system: System, run_dir: Path) -> Rendered:
         )
     context = {
         "run": run,
-        "run_id": run.run_id,
+        "run_id": rid,
         "system": system,
-        "job_name": job_name(run),
+        "job_name": job_name(run.campaign, rid),
         "run_dir": run_dir,
         "time": slurm_time(run.time_limit_min),
         "modules": [*system.modules, *flavour.modules],
         "env": env,
-        "launch": join(launch),
-        "program": join(program),
+        "launch": launch_text,
+        "program": program_text,
         "needs_hostfile": run.launcher in ("mpirun_rsh", "horovodrun")
         and system.scheduler == "slurm",
         "quote": quote,
@@ -107,18 +112,42 @@ def render_run(run: Run, system: System, run_dir: Path) -> Rendered:
         ) from None
     except jinja2.UndefinedError as exc:
         raise UsageError(f"template {system.template}: {exc.message}") from None
-    return Rendered(run, run_dir, script, join(program), join(launch), env)
+    return Rendered(run, run_dir, script, program_text, launch_text, env)
+
+
+def _files(r: Rendered) -> tuple[tuple[str, bytes, int], ...]:
+    record = msgspec.json.format(msgspec.json.encode(r.run.as_record()), indent=2) + b"\n"
+    return (("job.sbatch", r.script.encode(), 0o755), ("run.json", record, 0o644))
 
 
 def write_run(r: Rendered) -> None:
     """job.sbatch and run.json, each written atomically; an identical file is left untouched."""
     r.run_dir.mkdir(parents=True, exist_ok=True)
-    record = msgspec.json.format(msgspec.json.encode(r.run.as_record()), indent=2) + b"\n"
-    for name, data, mode in (("job.sbatch", r.script.encode(), 0o755), ("run.json", record, None)):
+    for name, data, mode in _files(r):
         path = r.run_dir / name
         if path.exists() and path.read_bytes() == data:
             continue
         atomic_write(path, data, mode)
+
+
+def _write_new(rendered: list[Rendered], runs_dir: Path) -> None:
+    """A campaign's first render: write everything into a staging directory, then rename it
+    into place, so the runs appear all at once or not at all (and fast: no per-file renames)."""
+    stage = runs_dir.with_name(f".runs.staging-{os.getpid()}")
+    shutil.rmtree(stage, ignore_errors=True)
+    try:
+        stage.mkdir(parents=True)
+        for r in rendered:
+            d = stage / r.run_dir.name
+            d.mkdir(exist_ok=True)
+            for name, data, mode in _files(r):
+                fd = os.open(d / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+                with os.fdopen(fd, "wb") as f:
+                    f.write(data)
+        os.rename(stage, runs_dir)
+    except BaseException:
+        shutil.rmtree(stage, ignore_errors=True)
+        raise
 
 
 def render_all(
@@ -129,7 +158,14 @@ def render_all(
         return []
     cdir = campaign_dir(runs[0].campaign, workdir)
     rendered = [render_run(run, system, cdir / "runs" / run.run_id) for run in runs]
-    atomic_write(cdir / "campaign.yaml", campaign_yaml)
+    atomic_write(cdir / "campaign.yaml", campaign_yaml, 0o644)
+    runs_dir = cdir / "runs"
+    if not runs_dir.exists():
+        try:
+            _write_new(rendered, runs_dir)
+            return rendered
+        except FileExistsError:  # another render created it meanwhile: merge run by run
+            pass
     for r in rendered:
         write_run(r)
     return rendered

@@ -7,6 +7,7 @@ campaign value like `$(touch /tmp/x)` always reaches the script as an inert stri
 
 from __future__ import annotations
 
+import contextlib
 import shlex
 from collections.abc import Iterable
 
@@ -23,12 +24,23 @@ class Raw(str):
     __slots__ = ()
 
 
+_QUOTED: dict[tuple[type, object], Shell] = {}
+
+
 def quote(value: object) -> Shell:
     if isinstance(value, Shell):
         return value
-    if isinstance(value, bool):
-        value = "1" if value else "0"
-    return Shell(shlex.quote(str(value)))
+    key = (type(value), value)  # the type too: 1, 1.0 and True are equal keys otherwise
+    try:
+        return _QUOTED[key]
+    except (KeyError, TypeError):
+        pass
+    text = ("1" if value else "0") if isinstance(value, bool) else str(value)
+    quoted = Shell(shlex.quote(text))
+    if len(_QUOTED) < 100_000:
+        with contextlib.suppress(TypeError):  # unhashable: just don't cache
+            _QUOTED[key] = quoted
+    return quoted
 
 
 def join(words: Iterable[object]) -> Shell:
