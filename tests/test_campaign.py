@@ -8,7 +8,13 @@ from pathlib import Path
 import pytest
 
 from hpcscale.api import plan_campaign
-from hpcscale.core.scaling import ScalingError, batches, fit_layout, fusion_threshold_bytes, parse_layout
+from hpcscale.core.scaling import (
+    ScalingError,
+    batches,
+    fit_layout,
+    fusion_threshold_bytes,
+    parse_layout,
+)
 from hpcscale.errors import InputError
 
 from .conftest import CAMPAIGNS
@@ -30,7 +36,7 @@ scaling: weak
 
 @pytest.mark.parametrize("path", sorted(CAMPAIGNS.glob("*.yaml")), ids=lambda p: p.name)
 def test_shipped_campaigns_plan(path: Path) -> None:
-    lc, plan = plan_campaign(path)
+    _, plan = plan_campaign(path)
     assert plan.runs, f"{path.name} expands to no runs"
     assert len({r.run_id for r in plan.runs}) == len(plan.runs)
 
@@ -44,7 +50,11 @@ def test_strong_scaling_divides_global_batch_like_seed_001() -> None:
 def test_weak_scaling_keeps_per_rank_batch() -> None:
     _, plan = plan_campaign(CAMPAIGNS / "dcgan_weak.yaml")
     assert {r.nodes: (r.batch_per_rank, r.global_batch) for r in plan.runs} == {
-        1: (128, 128), 2: (128, 256), 4: (128, 512), 8: (128, 1024)}
+        1: (128, 128),
+        2: (128, 256),
+        4: (128, 512),
+        8: (128, 1024),
+    }
 
 
 def test_cnn_strong_cpu_four_ranks_per_node_like_seed_002() -> None:
@@ -62,7 +72,12 @@ def test_cpu_layouts_fill_28_cores() -> None:
 
 def test_mirrored_replicas_are_gpus() -> None:
     _, plan = plan_campaign(CAMPAIGNS / "mirrored_reduction.yaml")
-    assert {(r.replicas, r.batch_per_rank) for r in plan.runs} == {(1, 64), (2, 32), (4, 16), (8, 8)}
+    assert {(r.replicas, r.batch_per_rank) for r in plan.runs} == {
+        (1, 64),
+        (2, 32),
+        (4, 16),
+        (8, 8),
+    }
     assert all(r.ranks == 1 for r in plan.runs)
 
 
@@ -79,7 +94,10 @@ def test_scaling_functions() -> None:
 
 
 def test_product_zip_exclude_where(tmp_path: Path) -> None:
-    p = write(tmp_path, BASE + textwrap.dedent("""\
+    p = write(
+        tmp_path,
+        BASE
+        + textwrap.dedent("""\
     matrix:
       nodes: [1, 2, 4]
       device: gpu
@@ -90,12 +108,19 @@ def test_product_zip_exclude_where(tmp_path: Path) -> None:
         - {nodes: 4, batch: 64}
       where: "global_batch < 128"
     repeats: 2
-    """))
+    """),
+    )
     _, plan = plan_campaign(p)
     cells = {(r.nodes, r.batch_per_rank, r.cycle_time_ms, r.fusion_threshold_mb) for r in plan.runs}
     # 3 nodes x 2 batches x 2 zipped = 12; exclude drops (4, 64); where drops global >= 128
-    assert cells == {(1, 32, 1, 32), (1, 32, 10, 64), (1, 64, 1, 32), (1, 64, 10, 64),
-                     (2, 32, 1, 32), (2, 32, 10, 64)}
+    assert cells == {
+        (1, 32, 1, 32),
+        (1, 32, 10, 64),
+        (1, 64, 1, 32),
+        (1, 64, 10, 64),
+        (2, 32, 1, 32),
+        (2, 32, 10, 64),
+    }
     assert len(plan.runs) == 12  # two repeats each, distinct ids
     assert len({r.run_id for r in plan.runs}) == 12
     rules = {e.rule.split(":")[0] for e in plan.excluded}
@@ -116,16 +141,26 @@ def test_ids_are_stable_across_loads(tmp_path: Path) -> None:
         (BASE + "matrix:\n  batch: 100\n  nodes: [1, 3]\n".replace("weak", "x"), None, None),
         (BASE + "reapeats: 2\n", 5, "did you mean 'repeats'"),
         (BASE.replace("system: owens", "system: ownes"), 3, "did you mean 'owens'"),
-        ("name: t\nworkload: {model: dcgan}\nsystem: owens\nscaling: strong\n"
-         "matrix:\n  nodes: [1, 3]\n  device: gpu\n  batch: 128\n", 8, "does not divide evenly"),
+        (
+            "name: t\nworkload: {model: dcgan}\nsystem: owens\nscaling: strong\n"
+            "matrix:\n  nodes: [1, 3]\n  device: gpu\n  batch: 128\n",
+            8,
+            "does not divide evenly",
+        ),
         (BASE + "matrix:\n  layout: 4x8\n  device: cpu\n  batch: 8\n", 6, "does not fit"),
         (BASE + "matrix:\n  batch: 8\n  where: \"__import__('os')\"\n", 7, "cannot evaluate"),
-        ("name: t\nworkload: !!python/object/apply:os.system ['true']\n", 2, "unsupported YAML tag"),
+        (
+            "name: t\nworkload: !!python/object/apply:os.system ['true']\n",
+            2,
+            "unsupported YAML tag",
+        ),
         ("name: [unclosed\n", 2, "invalid YAML"),
         (BASE + "matrix:\n  zip:\n    - {nodes: [1, 2], batch: [8]}\n", 7, "equal lengths"),
     ],
 )
-def test_bad_input_is_located(tmp_path: Path, body: str, line: int | None, needle: str | None) -> None:
+def test_bad_input_is_located(
+    tmp_path: Path, body: str, line: int | None, needle: str | None
+) -> None:
     p = write(tmp_path, body)
     if needle is None:
         return

@@ -23,8 +23,11 @@ pytestmark = [pytest.mark.mpi, pytest.mark.horovod]
 def tiny_campaign(tmp_path: Path, name: str = "tiny", **matrix: object) -> Path:
     spec = {
         "name": name,
-        "workload": {"model": "dcgan", "epochs": 1,
-                     "args": {"image_size": 16, "dataset_size": 64, "burn_in_steps": 1}},
+        "workload": {
+            "model": "dcgan",
+            "epochs": 1,
+            "args": {"image_size": 16, "dataset_size": 64, "burn_in_steps": 1},
+        },
         "system": "local",
         "scaling": "weak",
         "matrix": {"layout": ["1x1", "2x1"], "batch": 8, **matrix},
@@ -35,8 +38,9 @@ def tiny_campaign(tmp_path: Path, name: str = "tiny", **matrix: object) -> Path:
 
 
 def test_dry_run_prints_mpirun_lines(tmp_path: Path, workdir: Path) -> None:
-    proc = hpcscale("submit", str(tiny_campaign(tmp_path)), "--backend", "local", "--dry-run",
-                    check=True)
+    proc = hpcscale(
+        "submit", str(tiny_campaign(tmp_path)), "--backend", "local", "--dry-run", check=True
+    )
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("mpirun")]
     assert len(lines) == 2
     assert any(" -np 1 " in ln for ln in lines) and any(" -np 2 " in ln for ln in lines)
@@ -57,7 +61,11 @@ def test_local_campaign_runs_and_resumes(tmp_path: Path, workdir: Path) -> None:
     assert "2 run(s) already completed" in again.stdout and "0 completed" in again.stdout
     with Ledger(workdir / "tiny") as ledger:
         assert [h[1] for h in ledger.history(rows[0]["run_id"])] == [
-            "RENDERED", "SUBMITTED", "RUNNING", "COMPLETED"]
+            "RENDERED",
+            "SUBMITTED",
+            "RUNNING",
+            "COMPLETED",
+        ]
 
 
 def test_failing_run_is_recorded_and_campaign_goes_on(tmp_path: Path, workdir: Path) -> None:
@@ -71,11 +79,18 @@ def test_failing_run_is_recorded_and_campaign_goes_on(tmp_path: Path, workdir: P
     assert all("no_such_model" in (r["message"] or "") for r in failed)  # the log's tail
 
 
-def test_interrupt_leaves_ledger_consistent_and_resume_finishes(tmp_path: Path, workdir: Path) -> None:
+def test_interrupt_leaves_ledger_consistent_and_resume_finishes(
+    tmp_path: Path, workdir: Path
+) -> None:
     camp = tiny_campaign(tmp_path, name="intr")
     exe = Path(sys.executable).parent / "hpcscale"
-    proc = subprocess.Popen([str(exe), "submit", str(camp)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    proc = subprocess.Popen(
+        [str(exe), "submit", str(camp)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     ledger_path = workdir / "intr" / "ledger.sqlite"
     deadline = time.monotonic() + 120
     running = False
