@@ -91,9 +91,7 @@ def down(
             spinner.update(msg)
             err.print(f"  {msg}")
 
-        outcome = cluster.down(purge=purge, progress=say)
-    if not outcome and not purge:
-        err.print(f"nothing was running in {cluster.lay.root}")
+        cluster.down(purge=purge, progress=say)
 
 
 @app.command()

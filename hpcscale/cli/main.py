@@ -90,15 +90,12 @@ def run() -> None:
     except KeyboardInterrupt:
         err_console.print("interrupted; state on disk is consistent, re-run the command to resume")
         sys.exit(130)
-    except Exception as exc:  # click's own usage errors and aborts
-        import click
-
-        if isinstance(exc, click.exceptions.ClickException):
-            exc.show()
-            sys.exit(exc.exit_code)
-        if isinstance(exc, click.exceptions.Exit):
-            sys.exit(exc.exit_code)
-        if isinstance(exc, click.exceptions.Abort):
+    except Exception as exc:  # the CLI library's own usage errors and aborts
+        code = getattr(exc, "exit_code", None)
+        if callable(getattr(exc, "show", None)) and isinstance(code, int):  # usage error
+            exc.show()  # type: ignore[attr-defined]
+            sys.exit(code)
+        if type(exc).__name__ == "Abort":
             sys.exit(130)
         if debug:
             raise

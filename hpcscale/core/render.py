@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 from dataclasses import dataclass
@@ -164,8 +165,9 @@ def render_all(
         try:
             _write_new(rendered, runs_dir)
             return rendered
-        except FileExistsError:  # another render created it meanwhile: merge run by run
-            pass
+        except OSError as exc:  # another render created it meanwhile: merge run by run
+            if exc.errno not in (errno.EEXIST, errno.ENOTEMPTY):
+                raise
     for r in rendered:
         write_run(r)
     return rendered

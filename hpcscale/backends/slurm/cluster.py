@@ -50,7 +50,8 @@ REQUIRED_PROGRAMS = {
     "sinfo": "slurm-client",
     "squeue": "slurm-client",
     "scancel": "slurm-client",
-    "sacctmgr": "slurm-client",
+    "scontrol": "slurm-client",
+    "cc": "gcc",  # builds the loopback shim (see loopback.py)
 }
 # Small, fast and not durable: this database is a scratch pad for sacct.
 MARIADB_TUNING = [
@@ -232,7 +233,9 @@ class LocalCluster:
     """One local cluster, identified by its state directory."""
 
     def __init__(self, state_dir: Path | str | None = None) -> None:
-        self.lay = Layout(Path(state_dir).expanduser().absolute() if state_dir else default_state_dir())
+        self.lay = Layout(
+            Path(state_dir).expanduser().absolute() if state_dir else default_state_dir()
+        )
 
     # -- state on disk
 
@@ -242,7 +245,9 @@ class LocalCluster:
         except FileNotFoundError:
             return None
         except (ValueError, TypeError) as exc:
-            raise HpcscaleError(f"{self.lay.marker} is damaged ({exc}); run `down --purge`") from exc
+            raise HpcscaleError(
+                f"{self.lay.marker} is damaged ({exc}); run `down --purge`"
+            ) from exc
 
     def records(self) -> dict[str, procs.ProcRecord]:
         out: dict[str, procs.ProcRecord] = {}
@@ -271,6 +276,7 @@ class LocalCluster:
         if unknown:
             raise UsageError(f"unknown cluster settings: {', '.join(sorted(unknown))}")
         self._check_state_dir()
+        self._merge_spec(settings)  # bad settings fail here, before anything is written
         if os.geteuid() != 0:
             raise HpcscaleError(
                 "the local SLURM cluster must run as root (slurmd starts job steps as the "
@@ -284,9 +290,15 @@ class LocalCluster:
             if all(name in running for name in wanted):
                 say(f"already up ({len(wanted)} daemons running)")
                 return self.status()
-            self._prepare_files(spec, exe, say)
             self._check_ports(spec, running)
-            _Starter(self, spec, exe, running, say).start_all()
+            self._prepare_files(spec, exe, say)
+            try:
+                _Starter(self, spec, exe, running, say).start_all()
+            except BackendError as exc:
+                raise BackendError(
+                    f"{exc}\nThe daemons that did start keep running (`hpcscale cluster status`); "
+                    "`hpcscale cluster down` stops them, `up` again retries."
+                ) from exc
         return self.status()
 
     def _check_state_dir(self) -> None:
@@ -307,10 +319,15 @@ class LocalCluster:
                 f"({longest} > {UNIX_SOCKET_MAX} characters); choose a shorter --state-dir"
             )
 
-    def _settle_spec(self, **overrides: Any) -> ClusterSpec:
+    def _merge_spec(self, overrides: dict[str, Any]) -> tuple[ClusterSpec | None, ClusterSpec]:
+        """(saved, wanted): the saved settings with the given ones applied; validates."""
         saved = self.load_spec()
         given = {k: v for k, v in overrides.items() if v is not None}
-        spec = dataclasses.replace(saved, **given) if saved else ClusterSpec(**given)
+        return saved, dataclasses.replace(saved, **given) if saved else ClusterSpec(**given)
+
+    def _settle_spec(self, **overrides: Any) -> ClusterSpec:
+        saved, spec = self._merge_spec(overrides)
+        given = {k: v for k, v in overrides.items() if v is not None}
         if saved is not None and spec != saved:
             alive = self.running()
             if alive:
@@ -447,11 +464,14 @@ class LocalCluster:
             if lay.root.exists() and any(p.name != lay.lock.name for p in lay.root.iterdir()):
                 raise UsageError(f"{lay.root} is not a hpcscale cluster directory; not touching it")
             say(f"no cluster in {lay.root}")
-            shutil.rmtree(lay.root, ignore_errors=True) if purge else None
+            if purge:  # at most our own lock file is left
+                shutil.rmtree(lay.root, ignore_errors=True)
             return {}
         outcome: dict[str, str] = {}
         with _locked(lay):
             records = self.records()
+            if not records:
+                say(f"nothing was running in {lay.root}")
             ctld = records.get("slurmctld")
             if ctld is not None and procs.is_ours(ctld):
                 self._cancel_jobs(say)
@@ -581,6 +601,11 @@ class _Starter:
         self._wait(dbd, lambda: _tcp_open(spec.dbd_port))
         ctld = self._start("slurmctld", [exe["slurmctld"], "-D", "-f", str(lay.slurm_conf)])
         self._wait(ctld, lambda: _tcp_open(spec.ctld_port))
+        if ctld is not None and any(f"slurmd-{n}" in self.running for n in spec.node_names):
+            # A new slurmctld marks running slurmd "unknown" until its first ping (~5 s);
+            # asking them to reconfigure makes them register at once.
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                _slurm(lay, "scontrol", "reconfigure", timeout=10)
         slurmds = [
             self._start(
                 f"slurmd-{node}", [exe["slurmd"], "-D", "-N", node, "-f", str(lay.slurm_conf)]
@@ -655,9 +680,7 @@ class _Starter:
         while True:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 res = _slurm(self.lay, "sinfo", "-h", "-N", "-o", "%N|%T", timeout=5)
-                states = dict(
-                    line.split("|", 1) for line in res.stdout.splitlines() if "|" in line
-                )
+                states = dict(line.split("|", 1) for line in res.stdout.splitlines() if "|" in line)
             ready = {n for n, s in states.items() if _usable(s)}
             if expected <= ready:
                 self.say(f"{len(expected)} nodes ready ({time.monotonic() - t0:.1f} s)")

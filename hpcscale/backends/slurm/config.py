@@ -157,6 +157,8 @@ JobAcctGatherType=jobacct_gather/linux
 JobAcctGatherFrequency=30
 JobCompType=jobcomp/none
 ReturnToService=2
+# A job on a failed node ends NODE_FAIL (visible, resubmittable) instead of being requeued.
+JobRequeue=0
 SlurmdTimeout=$slurmd_timeout_s
 InactiveLimit=0
 KillWait=5

@@ -1,0 +1,191 @@
+"""Talking to SLURM's client commands: every call has a timeout, every failure is a value.
+
+State comes from one batched `sacct` through submitit's `SlurmInfoWatcher` (its command builder
+and its parser of array ids such as `12_[3-5%2]`). We subclass it because the stock watcher
+runs sacct without a timeout and swallows failures into a log line: we must say clearly when
+slurmdbd is down and fall back to `squeue` instead of reporting stale states.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from dataclasses import dataclass
+from datetime import datetime
+
+from submitit.slurm.slurm import SlurmInfoWatcher, read_job_id
+
+TIMEOUT_S = 20.0
+SACCT_FIELDS = "JobID,JobName,State,ExitCode,NodeList,Start,End,Submit"
+
+
+@dataclass(frozen=True)
+class Result:
+    argv: list[str]
+    returncode: int
+    stdout: str
+    stderr: str
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0
+
+    @property
+    def error(self) -> str:
+        """SLURM's own message (its `error:` lines), else the exit status."""
+        lines = [ln.strip() for ln in self.stderr.splitlines() if ln.strip()]
+        return "; ".join(lines) if lines else f"{self.argv[0]} exited with {self.returncode}"
+
+
+def run(argv: list[str], timeout: float = TIMEOUT_S, cwd: str | None = None) -> Result:
+    """Run a SLURM client; a hang (dead slurmctld) or a missing program becomes a failed Result."""
+    try:
+        proc = subprocess.run(
+            argv,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            cwd=cwd,
+            env=os.environ,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        return Result(argv, 124, "", f"{argv[0]} did not answer within {timeout:.0f} s")
+    except OSError as exc:
+        return Result(argv, 127, "", f"cannot run {argv[0]}: {exc}")
+    return Result(argv, proc.returncode, proc.stdout, proc.stderr)
+
+
+@dataclass(frozen=True)
+class JobInfo:
+    """One job (or array task) as SLURM reports it."""
+
+    job_id: str  # "12" or "12_3"
+    name: str
+    state: str
+    exit_code: str | None = None
+    nodelist: str | None = None
+    start: float | None = None
+    end: float | None = None
+    submit: float | None = None
+
+
+def slurm_time(text: str | None) -> float | None:
+    """SLURM's local ISO times ('2026-11-22T14:30:05'); 'Unknown'/'None' -> None."""
+    if not text or text in ("Unknown", "None", "N/A"):
+        return None
+    try:
+        return datetime.fromisoformat(text).timestamp()
+    except ValueError:
+        return None
+
+
+def _state(text: str) -> str:
+    return text.split()[0] if text.strip() else "UNKNOWN"  # "CANCELLED by 0" -> CANCELLED
+
+
+def _info(job_id: str, fields: dict[str, str]) -> JobInfo:
+    return JobInfo(
+        job_id=job_id,
+        name=fields.get("JobName", ""),
+        state=_state(fields.get("State", "")),
+        exit_code=fields.get("ExitCode") or None,
+        nodelist=(fields.get("NodeList") or None)
+        if fields.get("NodeList") not in ("None assigned", "(null)")
+        else None,
+        start=slurm_time(fields.get("Start")),
+        end=slurm_time(fields.get("End")),
+        submit=slurm_time(fields.get("Submit")),
+    )
+
+
+class BatchWatcher(SlurmInfoWatcher):
+    """submitit's watcher with our fields, `-X` (allocations only) and a timed, checked call."""
+
+    def __init__(self, timeout: float = TIMEOUT_S) -> None:
+        super().__init__(delay_s=600)
+        self.timeout = timeout
+        self.last: Result | None = None
+
+    def _make_command(self) -> list[str] | None:
+        ids = sorted({j.split("_")[0] for j in self._registered - self._finished})
+        if not ids:
+            return None
+        return ["sacct", "-X", "--parsable2", "-o", SACCT_FIELDS, "-j", ",".join(ids)]
+
+    def update(self) -> None:
+        command = self._make_command()
+        if command is None:
+            return
+        self._num_calls += 1
+        self.last = run(command, self.timeout)
+        if self.last.ok:
+            self._info_dict.update(self.read_info(self.last.stdout))
+            self._last_status_check = time.time()
+
+    def jobs(self, job_ids: list[str]) -> tuple[dict[str, JobInfo], Result | None]:
+        """job id -> info for those sacct knows (one call); the Result when sacct failed."""
+        for jid in job_ids:
+            self.register_job(jid)
+        self.update()
+        if self.last is not None and not self.last.ok:
+            return {}, self.last
+        out = {}
+        for jid in job_ids:
+            fields = self._info_dict.get(jid)
+            if fields:
+                out[jid] = _info(jid, fields)
+        return out, None
+
+
+def sacct_by_name(names: list[str], since: float) -> tuple[list[JobInfo], Result]:
+    """Jobs (array tasks expanded, pending ranges included) with any of these names."""
+    start = datetime.fromtimestamp(since).strftime("%Y-%m-%dT%H:%M:%S")
+    res = run(
+        ["sacct", "-X", "--parsable2", "-o", SACCT_FIELDS, "-S", start, "--name", ",".join(names)]
+    )
+    if not res.ok:
+        return [], res
+    parsed = BatchWatcher().read_info(res.stdout)
+    return [_info(jid, fields) for jid, fields in parsed.items()], res
+
+
+# squeue states in which a job has not ended (its %e is a forecast, not an end time)
+NOT_ENDED = frozenset(
+    {"PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "SUSPENDED", "REQUEUED", "RESIZING"}
+)
+
+
+def squeue(names: list[str] | None = None) -> tuple[list[JobInfo], Result]:
+    """Our jobs slurmctld still holds (array tasks one per line), optionally only these names.
+
+    `-t all` includes jobs that ended in the last few minutes (MinJobAge): they are not in
+    sacct yet (it trails by seconds), and a job that ended in that gap must still be found.
+    Not `-j`: squeue rejects the whole call when one id has left slurmctld's memory."""
+    argv = ["squeue", "--me", "-h", "-r", "-t", "all", "-o", "%i|%j|%T|%N|%V|%S|%e"]
+    if names:
+        argv += ["--name", ",".join(names)]
+    res = run(argv)
+    if not res.ok:
+        return [], res
+    jobs = []
+    for line in res.stdout.splitlines():
+        parts = line.split("|")
+        if len(parts) != 7:
+            continue
+        jid, name, state, nodes, submit, start, end = parts
+        ended = state not in NOT_ENDED
+        for split in read_job_id(jid):
+            jobs.append(
+                JobInfo(
+                    job_id="_".join(split[:2]),
+                    name=name,
+                    state=_state(state),
+                    nodelist=nodes or None,
+                    start=slurm_time(start) if state != "PENDING" else None,
+                    end=slurm_time(end) if ended else None,
+                    submit=slurm_time(submit),
+                )
+            )
+    return jobs, res

@@ -1,0 +1,146 @@
+"""Session fixture `slurm_cluster`: a real local SLURM cluster (4 nodes) for tests.
+
+Wire it in tests/conftest.py with `from tests.slurm_fixture import slurm_cluster  # noqa: F401`.
+The cluster lives in a pytest tmp dir on a free port block (never the default 17000 block a
+developer's own `hpcscale cluster up` uses), SLURM_CONF points at it for the whole session
+(submitit's sacct calls read os.environ), and it is stopped at session end even when tests fail
+or `up` itself fails half-way. Its logs stay in the tmp dir for post-mortems.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+import pytest
+
+from hpcscale.backends.slurm.cluster import ClusterInfo, LocalCluster, check_programs
+from hpcscale.errors import HpcscaleError
+
+TEST_PORT_BASES = range(27000, 29000, 100)
+
+
+def _block_free(base: int) -> bool:
+    for port in [*range(base, base + 65), base + 90, base + 91, base + 92]:
+        with socket.socket() as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                return False
+    return True
+
+
+def free_port_base() -> int:
+    """A port block no other cluster (another test session, a developer's) is using."""
+    if os.environ.get("HPCSCALE_TEST_SLURM_PORT_BASE"):
+        return int(os.environ["HPCSCALE_TEST_SLURM_PORT_BASE"])
+    for base in TEST_PORT_BASES:
+        if _block_free(base):
+            return base
+    raise RuntimeError("no free port block for the test SLURM cluster in 27000-28999")
+
+
+def skip_reason() -> str | None:
+    if os.geteuid() != 0:
+        return "the local SLURM cluster needs root"
+    try:
+        check_programs()
+    except HpcscaleError as exc:
+        return str(exc)
+    return None
+
+
+def start_test_cluster(state_dir: Path, **settings: object) -> LocalCluster:
+    """A cluster on a free port block; a dead slurmd is noticed within ~10-20 s (fault tests)."""
+    cluster = LocalCluster(state_dir)
+    settings = {"slurmd_timeout_s": 10, **settings}
+    cluster.up(port_base=free_port_base(), cluster_name="hpcscaletest", **settings)
+    return cluster
+
+
+def stop_test_cluster(cluster: LocalCluster) -> None:
+    """Stop the daemons; drop the (large) database but keep logs and configs for debugging."""
+    try:
+        cluster.down()
+    finally:
+        shutil.rmtree(cluster.lay.db_dir, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterInfo]:
+    """A running 4-node cluster; `info.env` holds SLURM_CONF (also set in os.environ)."""
+    reason = skip_reason()
+    if reason:
+        pytest.skip(reason)
+    cluster = LocalCluster(tmp_path_factory.mktemp("slurm"))
+    try:
+        with pytest.MonkeyPatch.context() as mp:
+            start_test_cluster(cluster.lay.root)
+            info = cluster.status()
+            mp.setenv("SLURM_CONF", info.slurm_conf)
+            yield info
+    finally:
+        stop_test_cluster(cluster)
+
+
+# ---- small helpers for tests that use the cluster
+
+
+def slurm_run(
+    env: Mapping[str, str], *args: str, timeout: float = 30
+) -> subprocess.CompletedProcess[str]:
+    """Run a SLURM client command against the test cluster; fail loudly with its stderr."""
+    res = subprocess.run(
+        list(args),
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    if res.returncode != 0:
+        raise AssertionError(f"{' '.join(args)} failed ({res.returncode}): {res.stderr.strip()}")
+    return res
+
+
+def wait_for_sacct(
+    env: Mapping[str, str], job_ids: list[str], timeout: float = 60
+) -> dict[str, tuple[str, str]]:
+    """job id -> (state, node list) once every listed job is final in sacct.
+
+    Name array tasks one by one ("12_0", "12_1"): sacct lists a task only once it has started
+    and trails squeue by a few seconds, so poll rather than sleep.
+    """
+    final = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY"}
+    query = ",".join(sorted({j.split("_")[0] for j in job_ids}))
+    deadline = time.monotonic() + timeout
+    rows: dict[str, tuple[str, str]] = {}
+    while time.monotonic() < deadline:
+        out = slurm_run(
+            env, "sacct", "-X", "-n", "-P", "-j", query, "-o", "JobID,State,NodeList"
+        ).stdout
+        rows = {}
+        for line in out.splitlines():
+            jid, state, nodelist = line.split("|")
+            rows[jid] = (state.split()[0], nodelist)
+        if all(rows.get(j, ("",))[0] in final for j in job_ids):
+            return rows
+        time.sleep(0.5)
+    raise AssertionError(f"jobs {job_ids} not final in sacct after {timeout} s: {rows}")
+
+
+def wait_idle(info: ClusterInfo, timeout: float = 90) -> None:
+    """Wait until every node of the shared session cluster is idle (a previous test's job may
+    still be completing), so tests that look at node states see the cluster at rest."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        states = slurm_run(info.env, "sinfo", "-h", "-N", "-o", "%T").stdout.split()
+        if states and all(s == "idle" for s in states):
+            return
+        time.sleep(1)

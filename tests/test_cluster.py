@@ -1,0 +1,276 @@
+"""The local SLURM cluster (`hpcscale cluster up|down|status`) against real daemons.
+
+Everything marked `slurm` uses the session cluster from tests/slurm_fixture.py; the test that
+brings it down brings it back up, so later tests find it running.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from hpcscale.backends.slurm import procs
+from hpcscale.backends.slurm.cluster import (
+    ClusterInfo,
+    LocalCluster,
+    check_programs,
+    listening,
+    slurm_conf_for_hpcscale,
+)
+from hpcscale.backends.slurm.config import ClusterSpec
+from hpcscale.cli.cluster import app
+from hpcscale.errors import HpcscaleError, UsageError
+from tests.slurm_fixture import (
+    skip_reason,
+    slurm_run,
+    start_test_cluster,
+    stop_test_cluster,
+    wait_for_sacct,
+    wait_idle,
+)
+
+PY = sys.executable
+
+
+def _sinfo(info: ClusterInfo) -> dict[str, str]:
+    out = slurm_run(info.env, "sinfo", "-h", "-N", "-o", "%N|%T").stdout
+    return dict(line.split("|") for line in out.splitlines())
+
+
+# ---------------------------------------------------------------- no daemons needed
+
+
+def test_missing_programs_name_packages_and_make_setup(tmp_path: Path) -> None:
+    with pytest.raises(HpcscaleError) as exc:
+        check_programs(search_path=str(tmp_path))
+    msg = str(exc.value)
+    assert "make setup" in msg
+    for package in ("munge", "mariadb-server", "slurmctld", "slurmd", "slurmdbd"):
+        assert package in msg
+
+
+def test_refuses_a_state_dir_that_is_not_a_cluster(tmp_path: Path) -> None:
+    (tmp_path / "thesis.tex").write_text("precious")
+    with pytest.raises(UsageError, match="not a hpcscale cluster directory"):
+        LocalCluster(tmp_path).up()
+    with pytest.raises(UsageError, match="not a hpcscale cluster directory"):
+        LocalCluster(tmp_path).down(purge=True)
+    assert (tmp_path / "thesis.tex").read_text() == "precious"
+
+
+def test_bad_settings_are_usage_errors(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match="--nodes"):
+        ClusterSpec(nodes=0)
+    with pytest.raises(UsageError, match="unknown cluster settings: gpus"):
+        LocalCluster(tmp_path / "c").up(gpus=2)
+    with pytest.raises(UsageError, match="--nodes"):
+        LocalCluster(tmp_path / "c").up(nodes=100)
+    assert not (tmp_path / "c").exists()
+
+
+def test_which_slurm_conf_hpcscale_uses(tmp_path: Path) -> None:
+    assert slurm_conf_for_hpcscale({"SLURM_CONF": "/x/slurm.conf"}) == "/x/slurm.conf"
+    with pytest.raises(UsageError, match="holds no cluster"):
+        slurm_conf_for_hpcscale({"HPCSCALE_CLUSTER_DIR": str(tmp_path / "none")})
+    # no local cluster running in the default place -> the system's configuration
+    assert slurm_conf_for_hpcscale({"XDG_DATA_HOME": str(tmp_path)}) is None
+
+
+# ---------------------------------------------------------------- the session cluster
+
+
+@pytest.mark.slurm
+def test_up_gives_four_idle_nodes(slurm_cluster: ClusterInfo) -> None:
+    assert _sinfo(slurm_cluster) == {f"node{i}": "idle" for i in range(1, 5)}
+    assert slurm_cluster.up
+    assert os.environ["SLURM_CONF"] == slurm_cluster.slurm_conf
+
+
+@pytest.mark.slurm
+def test_every_daemon_listens_on_loopback_only(slurm_cluster: ClusterInfo) -> None:
+    spec = ClusterSpec(**slurm_cluster.spec)
+    ports = [spec.ctld_port, spec.dbd_port, spec.mysql_port]
+    ports += [spec.slurmd_port(i) for i in range(1, spec.nodes + 1)]
+    for port in ports:
+        assert listening(port) == ["127.0.0.1"], port
+
+
+@pytest.mark.slurm
+def test_batch_job_and_two_node_array_complete_in_sacct(
+    slurm_cluster: ClusterInfo, tmp_path: Path
+) -> None:
+    env = slurm_cluster.env
+    single = slurm_run(
+        env, "sbatch", "--parsable", f"-o{tmp_path}/single-%j.out", "--wrap", "echo hello"
+    ).stdout.strip()
+    array = slurm_run(
+        env,
+        "sbatch",
+        "--parsable",
+        "-N2",
+        "--array=0-1",
+        f"-o{tmp_path}/array-%A_%a.out",
+        "--wrap",
+        "srun -l printenv SLURMD_NODENAME",
+    ).stdout.strip()
+    rows = wait_for_sacct(env, [single, f"{array}_0", f"{array}_1"])
+    assert rows[single][0] == "COMPLETED"
+    assert {rows[f"{array}_{i}"][0] for i in (0, 1)} == {"COMPLETED"}
+    assert (tmp_path / f"single-{single}.out").read_text() == "hello\n"
+    for i in (0, 1):
+        lines = (tmp_path / f"array-{array}_{i}.out").read_text().split()
+        # one task on each of two distinct virtual nodes
+        assert len(set(lines[1::2])) == 2, lines
+
+
+MPI_PROG = (
+    "from mpi4py import MPI; import os; c = MPI.COMM_WORLD; "
+    "print(c.rank, os.environ['SLURMD_NODENAME'], c.allreduce(c.rank + 1), flush=True)"
+)
+
+
+@pytest.mark.slurm
+@pytest.mark.mpi
+@pytest.mark.parametrize("launcher", ["srun --mpi=pmix", "mpirun"])
+def test_mpi_across_two_virtual_nodes(slurm_cluster: ClusterInfo, launcher: str) -> None:
+    pytest.importorskip("mpi4py")
+    if launcher == "mpirun":
+        cmd = ["salloc", "-N2", "--ntasks-per-node=1", "mpirun", "--allow-run-as-root"]
+        cmd += ["--map-by", "node", "-n", "2"]
+    else:
+        cmd = ["srun", "--mpi=pmix", "-N2", "-n2"]
+    env = {**slurm_cluster.env, **slurm_cluster.job_env}
+    out = slurm_run(env, *cmd, PY, "-c", MPI_PROG, timeout=60).stdout
+    ranks = sorted(line.split() for line in out.splitlines() if line[:1].isdigit())
+    assert [r[0] for r in ranks] == ["0", "1"], out
+    nodes = {r[1] for r in ranks}
+    assert len(nodes) == 2 and nodes <= {f"node{i}" for i in range(1, 5)}, out
+    assert {r[2] for r in ranks} == {"3"}, out  # allreduce of 1 + 2 across the nodes
+
+
+@pytest.mark.slurm
+def test_status_json(slurm_cluster: ClusterInfo) -> None:
+    wait_idle(slurm_cluster)
+    res = CliRunner().invoke(app, ["status", "--json", "--state-dir", slurm_cluster.state_dir])
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.stdout)
+    records = LocalCluster(slurm_cluster.state_dir).records()
+    assert data["up"] is True
+    assert data["env"] == {"SLURM_CONF": slurm_cluster.slurm_conf}
+    assert "db_password" not in data["spec"]
+    assert [d["name"] for d in data["daemons"]] == [
+        "munged",
+        "mariadbd",
+        "slurmdbd",
+        "slurmctld",
+        *(f"slurmd-node{i}" for i in range(1, 5)),
+    ]
+    for d in data["daemons"]:
+        assert d["alive"] is True
+        assert d["pid"] == records[d["name"]].pid
+        assert Path(f"/proc/{d['pid']}").exists()
+    assert [(n["name"], n["state"], n["cpus"]) for n in data["nodes"]] == [
+        (f"node{i}", "idle", 4) for i in range(1, 5)
+    ]
+
+
+@pytest.mark.slurm
+def test_up_again_is_a_no_op_that_prints_the_export_line(slurm_cluster: ClusterInfo) -> None:
+    before = {n: r.pid for n, r in LocalCluster(slurm_cluster.state_dir).records().items()}
+    res = CliRunner().invoke(app, ["up", "--state-dir", slurm_cluster.state_dir])
+    assert res.exit_code == 0, res.output
+    assert res.stdout.strip().endswith(f"export SLURM_CONF={slurm_cluster.slurm_conf}")
+    assert "already up" in res.output
+    after = {n: r.pid for n, r in LocalCluster(slurm_cluster.state_dir).records().items()}
+    assert after == before
+
+
+@pytest.mark.slurm
+def test_changing_settings_of_a_running_cluster_is_refused(slurm_cluster: ClusterInfo) -> None:
+    with pytest.raises(UsageError, match="nodes=4->2"):
+        LocalCluster(slurm_cluster.state_dir).up(nodes=2)
+
+
+@pytest.mark.slurm
+def test_up_repairs_a_half_up_cluster(slurm_cluster: ClusterInfo) -> None:
+    cluster = LocalCluster(slurm_cluster.state_dir)
+    before = cluster.records()
+    procs.stop([before["slurmctld"], before["slurmd-node3"]])
+    assert not cluster.status().up
+    cluster.up()
+    after = cluster.records()
+    restarted = {n for n in before if after[n].pid != before[n].pid}
+    assert restarted == {"slurmctld", "slurmd-node3"}
+    assert cluster.status().up
+    assert _sinfo(slurm_cluster) == {f"node{i}": "idle" for i in range(1, 5)}
+
+
+@pytest.mark.slurm
+def test_down_stops_every_recorded_pid_and_nothing_else(slurm_cluster: ClusterInfo) -> None:
+    """A decoy named like a daemon survives (no name patterns), a reused pid is left alone,
+    and up after down brings the same cluster back (job ids continue: state kept)."""
+    cluster = LocalCluster(slurm_cluster.state_dir)
+    env = slurm_cluster.env
+    first = slurm_run(env, "sbatch", "--parsable", "-o/dev/null", "--wrap", "true").stdout.strip()
+    decoy = subprocess.Popen(["bash", "-c", "exec -a slurmd sleep 300"])
+    try:
+        records = cluster.records()
+        assert len(records) == 8
+        outcome = cluster.down()
+        assert set(outcome) == set(records)
+        for rec in records.values():
+            assert not procs.is_alive(rec.pid), rec
+        assert decoy.poll() is None
+        assert cluster.records() == {}
+        # A stale record whose pid now belongs to someone else: never signalled.
+        ticks = procs.start_ticks(decoy.pid)
+        stale = procs.ProcRecord("slurmd-node1", decoy.pid, ["slurmd"], (ticks or 0) + 1, "x")
+        stale.save(cluster.lay.record("slurmd-node1"))
+        assert "not ours" in cluster.down()["slurmd-node1"]
+        assert decoy.poll() is None
+        assert not cluster.lay.record("slurmd-node1").exists()
+    finally:
+        decoy.kill()
+        decoy.wait()
+        info = cluster.up()
+    assert info.up
+    assert _sinfo(slurm_cluster) == {f"node{i}": "idle" for i in range(1, 5)}
+    second = slurm_run(env, "sbatch", "--parsable", "-o/dev/null", "--wrap", "true").stdout
+    assert int(second) > int(first)
+
+
+# ---------------------------------------------------------------- a second, throw-away cluster
+
+
+@pytest.mark.slurm
+def test_purge_wipes_state_and_database_together(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """After `down --purge` a new cluster starts from job id 1 with an empty sacct (had only
+    one of state or DB been wiped, ids would collide or continue)."""
+    if skip_reason():
+        pytest.skip(skip_reason())
+    root = tmp_path_factory.mktemp("purge")
+    cluster = start_test_cluster(root, nodes=1)
+    try:
+        env = cluster.status().env
+        job = slurm_run(env, "sbatch", "--parsable", "-o/dev/null", "--wrap", "true").stdout
+        assert job.strip() == "1"
+        wait_for_sacct(env, ["1"])
+        pids = [r.pid for r in cluster.records().values()]
+        res = CliRunner().invoke(app, ["down", "--purge", "--state-dir", str(root)])
+        assert res.exit_code == 0, res.output
+        assert not root.exists()
+        assert not any(procs.is_alive(p) for p in pids)
+        start_test_cluster(root, nodes=1)
+        assert slurm_run(env, "sacct", "-X", "-n", "-o", "JobID").stdout.strip() == ""
+        job = slurm_run(env, "sbatch", "--parsable", "-o/dev/null", "--wrap", "true").stdout
+        assert job.strip() == "1"
+    finally:
+        stop_test_cluster(cluster)
