@@ -6,6 +6,7 @@ No TensorFlow import here, so train.py can validate arguments (and exit 2) in mi
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -96,3 +97,19 @@ def gan_image_size_problem(image_size: int) -> str | None:
             f"({n} stride-2 layers), e.g. 32, 48, 64, 128"
         )
     return None
+
+
+def gpu_only_message(cross_device_ops: str) -> str:
+    return (
+        f"--cross-device-ops {cross_device_ops} needs GPUs (NCCL / GPU peer copies) and this run "
+        "is on CPU; use --cross-device-ops reduce_to_one, or --device gpu on a GPU node"
+    )
+
+
+def process_world_size(environ: dict[str, str] | None = None) -> int:
+    """Ranks the launcher started, read from its environment before any MPI initialisation."""
+    env = os.environ if environ is None else environ
+    for var in ("OMPI_COMM_WORLD_SIZE", "MV2_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_STEP_NUM_TASKS"):
+        if env.get(var, "").isdigit():
+            return int(env[var])
+    return 1

@@ -14,8 +14,8 @@ gradients and their allreduce are float32 (use --fp16-allreduce to halve the byt
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
-import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -23,7 +23,7 @@ import numpy as np
 import tensorflow as tf
 
 from jobs.compat import KERAS3, build_optimizer, optimizer_variables, tf_variables
-from jobs.config import JobConfig, JobUsageError, scaled_lr
+from jobs.config import JobConfig, JobUsageError, gpu_only_message
 
 EPOCH_METRICS_TENSOR = "hpcscale_epoch_metrics"
 
@@ -75,8 +75,6 @@ class DistContext:
 
     def scope(self) -> Any:
         """Context in which networks and optimizers are created."""
-        import contextlib
-
         return contextlib.nullcontext()
 
     # -- the model files' API -----------------------------------------------------------------
@@ -201,7 +199,7 @@ class HorovodContext(DistContext):
         return {k: float(x) for k, x in zip(keys, avg, strict=True)}
 
     def sync_local_state(self, models: Sequence[tf.keras.Model]) -> None:
-        local = [v for m in models for v in m.non_trainable_variables if v.dtype.is_floating]
+        local = [v for m in models for v in m.non_trainable_variables if _is_float(v)]
         if not local or self.size == 1:
             return
         avg = self.hvd.grouped_allreduce(
@@ -236,7 +234,7 @@ class MirroredContext(DistContext):
                 raise JobUsageError(f"--devices {cfg.devices} but only {len(gpus)} GPU(s) visible")
         else:
             if op in ("nccl", "hierarchical_copy"):
-                raise JobUsageError(_gpu_only_message(op))
+                raise JobUsageError(gpu_only_message(op))
             _configure_devices(cfg, logical_cpus=cfg.devices)
             devices = [d.name for d in tf.config.list_logical_devices("CPU")[: cfg.devices]]
         cross = {
@@ -285,27 +283,18 @@ class MirroredContext(DistContext):
         with self.strategy.scope():
             for m in models:
                 for v in m.non_trainable_variables:
-                    if v.dtype.is_floating:
+                    if _is_float(v):
                         v.assign(tf.convert_to_tensor(v))
 
     def digests(self, variables: Sequence[Any]) -> list[str]:
         per_replica = [self.strategy.experimental_local_results(v) for v in variables]
-        return [
-            _digest(vals[i].numpy() for vals in per_replica) for i in range(self.replicas)
-        ]
+        return [_digest(vals[i].numpy() for vals in per_replica) for i in range(self.replicas)]
 
 
 def make_context(cfg: JobConfig) -> DistContext:
     if cfg.strategy == "mirrored":
         return MirroredContext(cfg)
     return HorovodContext(cfg)
-
-
-def _gpu_only_message(op: str) -> str:
-    return (
-        f"--cross-device-ops {op} needs GPUs (NCCL / GPU peer copies) and this run is on CPU; "
-        "use --cross-device-ops reduce_to_one, or --device gpu on a GPU node"
-    )
 
 
 def _configure_devices(cfg: JobConfig, logical_cpus: int) -> None:
@@ -320,7 +309,7 @@ def _configure_devices(cfg: JobConfig, logical_cpus: int) -> None:
         if gpus:
             tf.config.set_visible_devices([], "GPU")
     elif not gpus:
-        raise JobUsageError("--device gpu but TensorFlow sees no GPU on this node; use --device cpu")
+        raise JobUsageError("--device gpu, but TensorFlow sees no GPU on this node")
     if logical_cpus > 1:
         cpu = tf.config.list_physical_devices("CPU")[0]
         tf.config.set_logical_device_configuration(
@@ -351,6 +340,11 @@ def _unscale_gradients(optimizer: Any, grads: list[tf.Tensor]) -> list[tf.Tensor
     return optimizer.get_unscaled_gradients(grads)
 
 
+def _is_float(v: Any) -> bool:
+    """Keras 3 variables report dtype as a string."""
+    return tf.as_dtype(v.dtype).is_floating
+
+
 def _digest(arrays: Any) -> str:
     h = hashlib.sha256()
     for a in arrays:
@@ -359,12 +353,3 @@ def _digest(arrays: Any) -> str:
         h.update(str(a.shape).encode())
         h.update(a.tobytes())
     return h.hexdigest()[:16]
-
-
-def process_world_size() -> int:
-    """Ranks the launcher started, read before any MPI init (for the mirrored single-process
-    check)."""
-    for var in ("OMPI_COMM_WORLD_SIZE", "MV2_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_STEP_NUM_TASKS"):
-        if os.environ.get(var, "").isdigit():
-            return int(os.environ[var])
-    return 1

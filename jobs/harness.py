@@ -10,6 +10,7 @@ last metrics.json (schema: hpcscale/collect/metrics.py), each atomically.
 
 Measurements follow the seed studies: epoch wall time on rank 0; images/s =
 global_batch * steps_per_epoch / epoch time (all ranks' images); fit time = sum of epoch times;
+epoch CPU time = rank 0's process CPU seconds (all its threads) during the epoch;
 losses (and accuracy) = the mean over the epoch's steps, averaged over ranks.
 
 Rank 0 prints one line per epoch, stable for progress displays:
@@ -101,10 +102,11 @@ def _run(cfg: JobConfig, schema: Any, started: float, switch: TimelineSwitch) ->
     burn_in_s = time.monotonic() - t0
 
     epoch_times: list[float] = []
+    epoch_cpu: list[float] = []
     history: dict[str, list[float]] = defaultdict(list)
     for epoch in range(cfg.epochs):
         sums: dict[str, float] = defaultdict(float)
-        e0 = time.monotonic_ns()
+        e0, c0 = time.monotonic_ns(), time.process_time()
         for i in range(data.steps_per_epoch):
             s = time.monotonic_ns()
             values = ctx.step_values(step(next(batches)))
@@ -112,6 +114,7 @@ def _run(cfg: JobConfig, schema: Any, started: float, switch: TimelineSwitch) ->
             for k, v in values.items():
                 sums[k] += v
         epoch_times.append((time.monotonic_ns() - e0) / 1e9)
+        epoch_cpu.append(time.process_time() - c0)
         means = ctx.average_across({k: v / data.steps_per_epoch for k, v in sums.items()})
         for k, v in means.items():
             history[k].append(v)
@@ -130,7 +133,7 @@ def _run(cfg: JobConfig, schema: Any, started: float, switch: TimelineSwitch) ->
 
     if ctx.rank == 0:
         _write_outputs(cfg, schema, ctx, wl, data, log, switch, started, burn_in_s,
-                       epoch_times, dict(history), hostnames, sync)  # fmt: skip
+                       (epoch_times, epoch_cpu), dict(history), hostnames, sync)  # fmt: skip
     if sync is not None and not sync["identical"]:
         if ctx.rank == 0:
             print(
@@ -187,13 +190,14 @@ def _write_outputs(
     switch: TimelineSwitch,
     started: float,
     burn_in_s: float,
-    epoch_times: list[float],
+    epoch_clocks: tuple[list[float], list[float]],
     history: dict[str, list[float]],
     hostnames: list[str],
     sync: dict[str, Any] | None,
 ) -> None:
     import msgspec
 
+    epoch_times, epoch_cpu = epoch_clocks
     switch.collect(cfg.run_dir)
     write_atomic(cfg.run_dir / "steps.json", msgspec.json.encode(log.to_json(ctx.rank)))
     durations = sorted(log.durations_ms())
@@ -227,6 +231,7 @@ def _write_outputs(
         "burn_in_steps": cfg.burn_in_steps,
         "burn_in_s": burn_in_s,
         "epoch_time_s": epoch_times,
+        "epoch_cpu_s": epoch_cpu,
         "images_per_s": [ctx.global_batch * data.steps_per_epoch / t for t in epoch_times],
         "fit_time_s": sum(epoch_times),
         "losses": history,

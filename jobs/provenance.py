@@ -27,7 +27,7 @@ def mpi_library_version() -> str | None:
         mpi4py.rc.finalize = False
         from mpi4py import MPI
 
-        return " ".join(MPI.Get_library_version().split()) or None
+        return " ".join(MPI.Get_library_version().replace("\0", " ").split()) or None
     except Exception:
         pass
     try:

@@ -89,6 +89,7 @@ class Metrics(_Struct):
     burn_in_steps: int
     burn_in_s: float
     epoch_time_s: list[float]
+    epoch_cpu_s: list[float]  # rank 0's process CPU time (all threads) per epoch
     images_per_s: list[float]
     fit_time_s: float
     losses: dict[str, list[float]]

@@ -1,10 +1,10 @@
 """SNGAN (Miyato et al. 2018): spectral normalisation on every weight layer of G and D instead of
 batch norm, the deeper discriminator (a 3x3 conv before each strided conv), hinge loss.
 
-Keras' SpectralNormalization keeps a power-iteration vector `u` per layer and rewrites the kernel
-in the forward pass; both depend only on the (identical) weights, so ranks stay in step. Real and
-fake images go through D as one batch: one normalisation per step, and no batch statistics to
-mix since there is no batch norm."""
+Keras' SpectralNormalization (like tfa's before it) keeps a power-iteration vector `u` per layer
+and rewrites the kernel in the forward pass; both depend only on the (identical) weights, so ranks
+stay in step. Real and fake images go through D as one batch: one normalisation per step, and no
+batch statistics to mix since there is no batch norm."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from typing import Any
 
 import tensorflow as tf
 
+from jobs.compat import KERAS3
 from jobs.config import JobConfig
 from jobs.distribute import DistContext
 from jobs.models.gan_parts import critic, generator
@@ -20,8 +21,31 @@ from jobs.workload import Workload
 DEFAULT_LR = 2e-4
 
 
+class GraphSafeSpectralNormalization(tf.keras.layers.SpectralNormalization):
+    """Keras 2.15's `normalize_weights` tests a tensor with a Python `if` (skip all-zero kernels)
+    and so fails inside tf.function; the same update without that test (a randomly initialised
+    kernel is never all zeros). Keras 3's layer is graph-safe and used as is."""
+
+    def normalize_weights(self) -> None:
+        weights = tf.reshape(self.kernel, [-1, self.kernel_shape[-1]])
+        vector_u = self.vector_u
+        for _ in range(self.power_iterations):
+            vector_v = tf.math.l2_normalize(tf.matmul(vector_u, weights, transpose_b=True))
+            vector_u = tf.math.l2_normalize(tf.matmul(vector_v, weights))
+        vector_u = tf.stop_gradient(vector_u)
+        vector_v = tf.stop_gradient(vector_v)
+        sigma = tf.matmul(tf.matmul(vector_v, weights), vector_u, transpose_b=True)
+        self.vector_u.assign(tf.cast(vector_u, self.vector_u.dtype))
+        self.kernel.assign(
+            tf.cast(tf.reshape(self.kernel / sigma, self.kernel_shape), self.kernel.dtype)
+        )
+
+
+SpectralNorm = tf.keras.layers.SpectralNormalization if KERAS3 else GraphSafeSpectralNormalization
+
+
 def sn(layer: tf.keras.layers.Layer) -> tf.keras.layers.Layer:
-    return tf.keras.layers.SpectralNormalization(layer, power_iterations=1)
+    return SpectralNorm(layer, power_iterations=1)
 
 
 def build(cfg: JobConfig, ctx: DistContext) -> Workload:
