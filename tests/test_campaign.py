@@ -178,3 +178,20 @@ def test_alias_bomb_is_bounded(tmp_path: Path) -> None:
     p = write(tmp_path, "\n".join(lines) + "\n")
     with pytest.raises(InputError, match="alias bomb"):
         plan_campaign(p)
+
+
+@pytest.mark.parametrize("name", ["fusion_sweep.yaml", "mirrored_reduction.yaml", "cnn_weak.yaml"])
+def test_fast_record_and_id_match_pydantic_serialisation(name: str) -> None:
+    """as_record and run_id skip model_dump for speed; they must give exactly what it gives."""
+    import hashlib
+
+    import msgspec
+
+    for run in plan_campaign(CAMPAIGNS / name)[1].runs:
+        dumped = run.model_dump(mode="json")
+        expected_id = hashlib.sha256(
+            msgspec.json.encode({k: v for k, v in dumped.items() if k != "swept"}, order="sorted")
+        ).hexdigest()[:10]
+        assert run.run_id == expected_id
+        dumped.update(run_id=expected_id, ranks=run.ranks, replicas=run.replicas)
+        assert msgspec.json.encode(run.as_record()) == msgspec.json.encode(dumped)

@@ -77,13 +77,13 @@ class Rendered:
     env: dict[str, object]
 
 
-def render_run(run: Run, system: System, run_dir: Path) -> Rendered:
+def render_run(run: Run, system: System, run_dir: Path, rid: str | None = None) -> Rendered:
     flavour = system.flavour(run.mpi)
     env: dict[str, object] = {**system.env, **flavour.env, **horovod_env(run)}
     program = program_argv(run, system, run_dir)
     launch = launch_argv(run, system, program, list(env))
     launch_text, program_text = join(launch), join(program)
-    rid = run.run_id
+    rid = rid or run.run_id
     if not SBATCH_SAFE.match(str(run_dir)):
         raise UsageError(
             f"run directory {run_dir} has characters #SBATCH cannot take; "
@@ -117,7 +117,8 @@ def render_run(run: Run, system: System, run_dir: Path) -> Rendered:
 
 
 def _files(r: Rendered) -> tuple[tuple[str, bytes, int], ...]:
-    record = msgspec.json.format(msgspec.json.encode(r.run.as_record()), indent=2) + b"\n"
+    record = msgspec.json.format(msgspec.json.encode(r.run.as_record(r.run_dir.name)), indent=2)
+    record += b"\n"
     return (("job.sbatch", r.script.encode(), 0o755), ("run.json", record, 0o644))
 
 
@@ -138,11 +139,12 @@ def _write_new(rendered: list[Rendered], runs_dir: Path) -> None:
     shutil.rmtree(stage, ignore_errors=True)
     try:
         stage.mkdir(parents=True)
+        base = str(stage)
         for r in rendered:
-            d = stage / r.run_dir.name
-            d.mkdir(exist_ok=True)
+            d = os.path.join(base, r.run_dir.name)
+            os.mkdir(d)
             for name, data, mode in _files(r):
-                fd = os.open(d / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+                fd = os.open(os.path.join(d, name), os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
                 with os.fdopen(fd, "wb") as f:
                     f.write(data)
         os.rename(stage, runs_dir)
@@ -158,9 +160,12 @@ def render_all(
     if not runs:
         return []
     cdir = campaign_dir(runs[0].campaign, workdir)
-    rendered = [render_run(run, system, cdir / "runs" / run.run_id) for run in runs]
-    atomic_write(cdir / "campaign.yaml", campaign_yaml, 0o644)
     runs_dir = cdir / "runs"
+    rendered = []
+    for run in runs:
+        rid = run.run_id  # hashed once per run here
+        rendered.append(render_run(run, system, runs_dir / rid, rid))
+    atomic_write(cdir / "campaign.yaml", campaign_yaml, 0o644)
     if not runs_dir.exists():
         try:
             _write_new(rendered, runs_dir)

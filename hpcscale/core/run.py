@@ -67,10 +67,11 @@ class Run(BaseModel):
     def run_id(self) -> str:
         return run_id_of(self)
 
-    def as_record(self) -> dict[str, Any]:
-        """Flat dict for tables and JSON: model fields plus derived ones."""
-        rec = self.model_dump(mode="json")
-        rec["run_id"] = self.run_id
+    def as_record(self, run_id: str | None = None) -> dict[str, Any]:
+        """Flat dict for tables and JSON: model fields plus derived ones (`run_id` if known)."""
+        rec = dict(self.__dict__)  # every field is a JSON type already; model_dump is slow
+        rec["args"] = dict(self.args)
+        rec["run_id"] = run_id or self.run_id
         rec["ranks"] = self.ranks
         rec["replicas"] = self.replicas
         rec["swept"] = list(self.swept)

@@ -25,12 +25,21 @@ class Raw(str):
 
 
 _QUOTED: dict[tuple[type, object], Shell] = {}
+_QUOTED_STR: dict[str, Shell] = {}
 
 
 def quote(value: object) -> Shell:
+    kind = type(value)
+    if kind is str:  # the common case, kept cheap: it runs for every printed value
+        found = _QUOTED_STR.get(value)  # type: ignore[call-overload]
+        if found is None:
+            found = Shell(shlex.quote(value))  # type: ignore[arg-type]
+            if len(_QUOTED_STR) < 100_000:
+                _QUOTED_STR[value] = found  # type: ignore[index]
+        return found
     if isinstance(value, Shell):
         return value
-    key = (type(value), value)  # the type too: 1, 1.0 and True are equal keys otherwise
+    key = (kind, value)  # the type too: 1, 1.0 and True are equal keys otherwise
     try:
         return _QUOTED[key]
     except (KeyError, TypeError):
