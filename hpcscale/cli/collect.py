@@ -9,6 +9,7 @@ import typer
 from rich.table import Table
 
 from hpcscale.cli.common import JsonOpt, WorkdirOpt, console, err_console, print_json
+from hpcscale.core.paths import select_campaigns
 from hpcscale.errors import UsageError
 
 
@@ -88,43 +89,6 @@ def timeline(
             err_console.print(f"[yellow]note:[/] {text}")
 
 
-def _campaign_dirs(campaign: str | None, wd: Path | None) -> list[Path]:
-    from hpcscale.collect.collector import campaign_dirs
-    from hpcscale.core.paths import campaign_dir, workdir
-
-    if campaign is None:
-        dirs = campaign_dirs(wd)
-        if not dirs:
-            raise UsageError(f"no campaign directories in {workdir(wd)}")
-        return dirs
-    p = Path(campaign)
-    if p.suffix in (".yaml", ".yml") or p.is_file():
-        name = _campaign_name(p)
-        d = campaign_dir(name, wd)
-    elif (p / "runs").is_dir():
-        d = p
-    else:
-        d = campaign_dir(campaign, wd)
-    if not (d / "runs").is_dir():
-        raise UsageError(f"{d}: no runs yet (render or submit the campaign first)")
-    return [d]
-
-
-def _campaign_name(path: Path) -> str:
-    import yaml
-
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise UsageError(f"{path}: cannot read ({exc.strerror})") from exc
-    except yaml.YAMLError as exc:
-        raise UsageError(f"{path}: not valid YAML: {exc}") from exc
-    name = data.get("name") if isinstance(data, dict) else None
-    if not isinstance(name, str) or not name:
-        raise UsageError(f"{path}: no `name:` key, so no campaign directory to collect")
-    return name
-
-
 def collect(
     campaign: Annotated[
         str | None,
@@ -142,7 +106,7 @@ def collect(
     """Gather finished runs' metrics (and timelines) into results.parquet and results.csv."""
     from hpcscale.collect.collector import collect_campaign, frame_of
 
-    dirs = _campaign_dirs(campaign, workdir)
+    dirs = select_campaigns(campaign, workdir)
     reports: list[dict[str, Any]] = []
     for d in dirs:
         res = collect_campaign(d, timeline=with_timeline, progress=not json_out)

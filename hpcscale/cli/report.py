@@ -13,7 +13,7 @@ from rich.table import Table as RichTable
 
 from hpcscale.cli.common import WorkdirOpt, console, err_console
 from hpcscale.core.paths import workdir as resolve_workdir
-from hpcscale.errors import HpcscaleError, UsageError
+from hpcscale.errors import HpcscaleError
 
 if TYPE_CHECKING:
     from hpcscale.report.data import CampaignSource
@@ -99,35 +99,14 @@ def report(
 def _campaigns(campaign: str | None, wd: Path) -> tuple[list[Path], dict[Path, CampaignSource]]:
     """Campaign directories to report on, and the campaign file to use for each that the user
     named by path (its references are the ones to check, not the copy made at submit)."""
-    from hpcscale.report.data import campaign_source, find_campaigns, is_campaign_dir
+    from hpcscale.core.paths import select_campaigns
+    from hpcscale.report.data import campaign_source
 
-    if campaign is None:
-        dirs = find_campaigns(wd)
-        if not dirs:
-            raise UsageError(
-                f"no campaigns in {wd} (a campaign directory holds ledger.sqlite "
-                "or runs/); submit one first or pass --workdir"
-            )
-        return dirs, {}
-    path = Path(campaign)
-    if path.suffix in (".yaml", ".yml") or path.is_file():
-        if not path.is_file():
-            raise UsageError(f"campaign file {path} does not exist")
-        from hpcscale.core.campaign import load_campaign
-
-        name = load_campaign(path).campaign.name
-        cdir = wd / name
-        if not is_campaign_dir(cdir):
-            raise UsageError(
-                f"campaign {name!r} has no run directory in {wd}; submit it first "
-                f"(hpcscale submit {path})"
-            )
-        return [cdir], {cdir: campaign_source(cdir, path)}
-    cdir = wd / campaign
-    if not is_campaign_dir(cdir):
-        known = ", ".join(p.name for p in find_campaigns(wd)) or "none"
-        raise UsageError(f"no campaign {campaign!r} in {wd} (campaigns there: {known})")
-    return [cdir], {}
+    dirs = select_campaigns(campaign, wd)
+    path = Path(campaign) if campaign else None
+    if path is not None and path.suffix in (".yaml", ".yml"):
+        return dirs, {dirs[0]: campaign_source(dirs[0], path)}
+    return dirs, {}
 
 
 def _summary(rep: CampaignReport) -> RichTable:

@@ -183,20 +183,15 @@ def _submit_local(rendered: list[Any], ledger: Ledger, cdir: Path, force: bool) 
 
 
 def _campaign_dirs(campaign: str | None, workdir: Path | None) -> list[Path]:
-    wd = resolve_workdir(workdir)
-    if campaign:
-        name = campaign
-        if campaign.endswith((".yaml", ".yml")):
-            from hpcscale.core.campaign import load_campaign
+    """Submitted campaigns only: status and control need a ledger."""
+    from hpcscale.core.paths import select_campaigns
 
-            name = load_campaign(campaign).campaign.name
-        d = wd / name
-        if not (d / "ledger.sqlite").exists():
-            raise UsageError(f"no submitted campaign {name!r} in {wd} (submit it first)")
-        return [d]
-    dirs = sorted(p.parent for p in wd.glob("*/ledger.sqlite"))
+    dirs = [d for d in select_campaigns(campaign, workdir) if (d / "ledger.sqlite").exists()]
     if not dirs:
-        raise UsageError(f"no submitted campaigns in {wd}")
+        raise UsageError(
+            f"no submitted campaign{' ' + repr(campaign) if campaign else 's'} in "
+            f"{resolve_workdir(workdir)} (submit it first)"
+        )
     return dirs
 
 

@@ -36,7 +36,7 @@ from hpcscale.analysis import (
 from hpcscale.collect.metrics import load_metrics
 from hpcscale.collect.split import exact_split, load_steps
 from hpcscale.collect.timeline import NO_COLLECTIVES, TimelineError, parse_timeline
-from hpcscale.core.paths import atomic_write, campaign_dir, workdir
+from hpcscale.core.paths import atomic_write, campaign_dir, find_campaigns
 from hpcscale.errors import HpcscaleError, UsageError
 
 RESULTS_PARQUET = "results.parquet"
@@ -263,7 +263,10 @@ def collect_campaign(
     for d in dirs:
         fp = _fingerprint(d)
         entry = cache.get(d.name)
-        if entry and entry.get("fingerprint") == fp and (entry.get("timeline") or not timeline):
+        # Only good rows are reused: a run that failed to read is tried again every time (a
+        # newer hpcscale, or a job that was still writing, may read it now).
+        reusable = entry and "row" in entry and entry.get("fingerprint") == fp
+        if reusable and (entry.get("timeline") or not timeline):
             fresh[d.name] = entry
             out.cached += 1
         else:
@@ -346,11 +349,8 @@ def collect(campaign_dir: str | os.PathLike[str], timeline: bool, progress: bool
 
 
 def campaign_dirs(wd: str | os.PathLike[str] | None = None) -> list[Path]:
-    """Every campaign directory in the workdir (those with a runs/ folder)."""
-    root = workdir(wd)
-    if not root.is_dir():
-        return []
-    return sorted(p for p in root.iterdir() if (p / "runs").is_dir())
+    """Every campaign directory in the workdir."""
+    return find_campaigns(wd)
 
 
 def load_results(campaign: str, workdir: str | os.PathLike[str] | None = None):

@@ -59,7 +59,7 @@ class Provenance(_Struct):
     argv: list[str]
 
 
-class Metrics(_Struct):
+class Metrics(_Struct, kw_only=True):
     """Everything one run measured. Times in seconds unless the name says otherwise; lists
     indexed by epoch. `images_per_s` is global: global_batch * steps_per_epoch / epoch time."""
 
@@ -89,7 +89,8 @@ class Metrics(_Struct):
     burn_in_steps: int
     burn_in_s: float
     epoch_time_s: list[float]
-    epoch_cpu_s: list[float]  # rank 0's process CPU time (all threads) per epoch
+    # rank 0's process CPU time (all threads) per epoch; absent in files from before it existed
+    epoch_cpu_s: list[float] | None = None
     images_per_s: list[float]
     fit_time_s: float
     losses: dict[str, list[float]]

@@ -42,3 +42,56 @@ def atomic_write(
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def is_campaign_dir(path: Path) -> bool:
+    return path.is_dir() and ((path / "ledger.sqlite").exists() or (path / "runs").is_dir())
+
+
+def find_campaigns(wd: str | Path | None = None) -> list[Path]:
+    """Every campaign directory in the workdir (rendered or submitted)."""
+    root = workdir(wd)
+    if not root.is_dir():
+        return []
+    return sorted(p for p in root.iterdir() if is_campaign_dir(p))
+
+
+def campaign_name_of(path: Path) -> str:
+    """The `name:` of a campaign file, without validating the rest (it may name a system
+    profile this machine does not have)."""
+    from hpcscale.core.yamlsrc import load_yaml
+    from hpcscale.errors import InputError
+
+    src = load_yaml(path)
+    name = src.data.get("name") if isinstance(src.data, dict) else None
+    if not isinstance(name, str) or not name:
+        raise InputError(str(path), src.line_of(("name",)), "name", "a campaign needs a name")
+    return name
+
+
+def select_campaigns(campaign: str | None, wd: str | Path | None = None) -> list[Path]:
+    """The campaign directories a command works on: the one named (by name, campaign file or
+    directory), or every campaign in the workdir."""
+    from hpcscale.errors import UsageError
+
+    root = workdir(wd)
+    if campaign is None:
+        dirs = find_campaigns(root)
+        if not dirs:
+            raise UsageError(f"no campaigns in {root}; submit one first or pass --workdir")
+        return dirs
+    p = Path(campaign)
+    if p.suffix in (".yaml", ".yml") or p.is_file():
+        if not p.is_file():
+            raise UsageError(f"campaign file {p} does not exist")
+        d = root / campaign_name_of(p)
+        hint = f"; submit it first (hpcscale submit {p})"
+    elif is_campaign_dir(p) and p.parent != Path("."):
+        d, hint = p, ""
+    else:
+        d = root / campaign
+        known = ", ".join(x.name for x in find_campaigns(root)) or "none"
+        hint = f" (campaigns there: {known})"
+    if not is_campaign_dir(d):
+        raise UsageError(f"no campaign {d.name!r} in {root}{hint}")
+    return [d]

@@ -22,16 +22,6 @@ class CampaignSource:
     system: str | None = None
 
 
-def is_campaign_dir(path: Path) -> bool:
-    return path.is_dir() and ((path / "ledger.sqlite").exists() or (path / "runs").is_dir())
-
-
-def find_campaigns(workdir: Path) -> list[Path]:
-    if not workdir.is_dir():
-        return []
-    return sorted(p for p in workdir.iterdir() if is_campaign_dir(p))
-
-
 def campaign_source(cdir: Path, yaml_path: Path | None = None) -> CampaignSource:
     """What the report needs from the campaign file: `yaml_path` when the user named one (its
     references are the ones to check), else the resolved copy in the campaign directory.
