@@ -74,6 +74,8 @@ CREATE TABLE IF NOT EXISTS events (
 CREATE INDEX IF NOT EXISTS events_run ON events(run_id);
 """
 
+Change = tuple[str, str | None, str | None, dict[str, Any]]
+
 COLUMNS = (
     "run_id",
     "run_dir",
@@ -179,27 +181,38 @@ class Ledger:
         detail: str | None = None,
         **fields: Any,
     ) -> None:
-        """Set fields (and a state, recorded in the history when it changes) in one transaction."""
-        bad = set(fields) - set(COLUMNS)
-        if bad:
-            raise ValueError(f"unknown ledger columns {bad}")
+        """Set the same fields (and state) on several runs, in one transaction."""
+        self.apply(((rid, state, detail, fields) for rid in run_ids), missing_ok=False)
+
+    def apply(
+        self, changes: Iterable[Change], bump_attempts: bool = False, missing_ok: bool = True
+    ) -> None:
+        """Per-run updates (run_id, state, detail, fields) in ONE transaction: an array
+        submission gives each run its own job id and index, and a refresh of 1,000 runs must
+        not be 1,000 transactions. A state change is added to the history."""
         now = time.time()
-        sets = dict(fields)
-        if state is not None:
-            sets["state"] = state
-        sets["updated_at"] = now
-        assign = ", ".join(f"{k} = ?" for k in sets)
         with self.transaction() as db:
-            for rid in run_ids:
+            for rid, state, detail, fields in changes:
+                bad = set(fields) - set(COLUMNS)
+                if bad:
+                    raise ValueError(f"unknown ledger columns {bad}")
+                sets = dict(fields)
                 if state is not None:
                     row = db.execute("SELECT state FROM runs WHERE run_id = ?", (rid,)).fetchone()
                     if row is None:
+                        if missing_ok:
+                            continue
                         raise KeyError(f"run {rid} is not in the ledger")
                     if row[0] != state or detail:
                         db.execute(
                             "INSERT INTO events(run_id, at, state, detail) VALUES (?, ?, ?, ?)",
                             (rid, now, state, detail),
                         )
+                    sets["state"] = state
+                sets["updated_at"] = now
+                assign = ", ".join(f"{k} = ?" for k in sets)
+                if bump_attempts:
+                    assign += ", attempts = attempts + 1"
                 db.execute(f"UPDATE runs SET {assign} WHERE run_id = ?", (*sets.values(), rid))
 
     def get(self, run_id: str) -> RunRow | None:

@@ -22,7 +22,7 @@ from hpcscale.backends.slurm.cluster import activate
 from hpcscale.core.paths import atomic_write
 from hpcscale.core.render import Rendered
 from hpcscale.errors import BackendError
-from hpcscale.state.ledger import ACTIVE, COLUMNS, TERMINAL, Ledger, RunRow
+from hpcscale.state.ledger import ACTIVE, TERMINAL, Ledger, RunRow
 from hpcscale.state.lock import campaign_lock
 
 ARRAYS = "arrays"
@@ -151,39 +151,6 @@ def describe(rendered: list[Rendered], *, array: bool, max_parallel: int | None)
 # ---------------------------------------------------------------- ledger writes
 
 
-def _record(
-    ledger: Ledger,
-    changes: list[tuple[str, str | None, str | None, dict[str, Any]]],
-    bump_attempts: bool = False,
-) -> None:
-    """Many per-run updates (run_id, state, detail, fields) in ONE transaction.
-
-    Ledger.update_many sets the same fields on every run; an array needs a job id and index per
-    run, and a refresh of 1,000 runs should not be 1,000 transactions."""
-    now = time.time()
-    with ledger.transaction() as db:
-        for rid, state, detail, fields in changes:
-            bad = set(fields) - set(COLUMNS)
-            if bad:
-                raise ValueError(f"unknown ledger columns {bad}")
-            sets = dict(fields)
-            if state is not None:
-                row = db.execute("SELECT state FROM runs WHERE run_id = ?", (rid,)).fetchone()
-                if row is None:
-                    continue
-                if row[0] != state or detail:
-                    db.execute(
-                        "INSERT INTO events(run_id, at, state, detail) VALUES (?, ?, ?, ?)",
-                        (rid, now, state, detail),
-                    )
-                sets["state"] = state
-            sets["updated_at"] = now
-            assign = ", ".join(f"{k} = ?" for k in sets)
-            if bump_attempts:
-                assign += ", attempts = attempts + 1"
-            db.execute(f"UPDATE runs SET {assign} WHERE run_id = ?", (*sets.values(), rid))
-
-
 def _submitted_fields(batch: Batch, job_id: str, index: int) -> dict[str, Any]:
     base: dict[str, Any] = {
         "backend": "slurm",
@@ -277,7 +244,7 @@ def repair(ledger: Ledger, cdir: Path, campaign: str) -> list[str]:
         fields = {**fields, "backend": "slurm", "submitted_at": submit or time.time()}
         changes.append((rid, state, f"repaired: found job {jid} in SLURM", fields))
     if changes:
-        _record(ledger, changes, bump_attempts=True)
+        ledger.apply(changes, bump_attempts=True)
         warnings.append(
             f"repaired the ledger: {len(changes)} run(s) had jobs in SLURM it did not record"
         )
@@ -355,15 +322,12 @@ def submit_runs(
                 msg = f"sbatch rejected {len(batch.runs)} run(s) ({shape}): {res.error}"
                 console.print(f"[red]{msg}[/red]", highlight=False)
                 errors.append(msg)
-                _record(
-                    ledger, [(rid, None, None, {"message": res.error}) for rid in batch.run_ids]
-                )
+                ledger.apply([(rid, None, None, {"message": res.error}) for rid in batch.run_ids])
                 (_arrays(cdir) / f"{batch.token}.pending").unlink(missing_ok=True)
                 continue
             jid = _job_id(res)
             what = f"sbatch array {jid}" if batch.array else f"sbatch job {jid}"
-            _record(
-                ledger,
+            ledger.apply(
                 [
                     (r.run.run_id, "SUBMITTED", what, _submitted_fields(batch, jid, i))
                     for i, r in batch.runs
@@ -454,7 +418,7 @@ def refresh(ledger: Ledger, cdir: Path) -> list[str]:
         if state != row.state or fields:
             changes.append((row.run_id, state, None, fields))
     if changes:
-        _record(ledger, changes)
+        ledger.apply(changes)
     return warnings
 
 
@@ -476,5 +440,5 @@ def cancel(ledger: Ledger, run_ids: list[str]) -> list[str]:
     res = query.run(["scancel", *jobs])
     if not res.ok:
         raise BackendError(f"scancel failed: {res.error}")
-    _record(ledger, [(rid, None, None, {"message": "cancel requested"}) for rid in run_ids])
+    ledger.apply([(rid, None, None, {"message": "cancel requested"}) for rid in run_ids])
     return jobs
