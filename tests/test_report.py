@@ -30,46 +30,14 @@ from hpcscale.report.model import CampaignReport
 from hpcscale.report.sections import campaign_report
 
 from .conftest import hpcscale
+from .test_analysis import SEED000_TABLE, frame, seed000_frame
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 CELEBA = 202_599
 
 
-def frame(rows: list[dict[str, Any]], **common: Any) -> pd.DataFrame:
-    return pd.DataFrame([{**common, **r} for r in rows])
-
-
 # -- seed frames (numbers transcribed from ../shared/seeds) ----------------------------------
-
-# Seed 000: MirroredStrategy on 1-8 V100s; epoch times back-solved from its printed table.
-SEED000_TIMES = {
-    "nccl": {1: 230.0, 2: 125.0, 4: 70.0, 8: 39.0},
-    "reduce_to_one": {1: 230.0, 2: 125.5, 4: 74.0, 8: 44.0},
-}
-SEED000_TABLE = {
-    "NcclAllReduce": {1: (0.0, 1.00), 2: (8.70, 0.92), 4: (21.74, 0.82), 8: (35.65, 0.74)},
-    "ReductionToOneDevice": {1: (0.0, 1.00), 2: (9.13, 0.92), 4: (28.70, 0.78), 8: (53.04, 0.65)},
-}
-
-
-def seed000() -> pd.DataFrame:
-    rows = [
-        {"cross_device_ops": ops, "gpus_per_node": n, "epoch_time_s": t}
-        for ops, times in SEED000_TIMES.items()
-        for n, t in times.items()
-    ]
-    return frame(
-        rows,
-        model="stackgan",
-        scaling="weak",
-        device="gpu",
-        nodes=1,
-        tasks_per_node=1,
-        strategy="mirrored",
-        batch_per_rank=64,
-        dataset_size=4000,
-    )
-
+# Seed 000's frame and table come from the analysis tests (one transcription).
 
 # Seed 001, DCGAN: scaling, nodes, device, epoch time, fit time.
 SEED001_DCGAN = """
@@ -322,7 +290,7 @@ def check_figure(fig: Figure) -> None:
 
 
 def test_seed000_efficiency_per_strategy_table_and_figure() -> None:
-    rep = campaign_report(seed000(), "seed000")
+    rep = campaign_report(seed000_frame(), "seed000")
     secs = sections_of(rep)
     assert "efficiency" in secs and "scaling" in secs
     assert not {"fusion", "batch", "layouts", "precision", "hierarchical", "overlap"} & set(secs)
@@ -443,7 +411,7 @@ def test_seed004_time_to_plateau_against_ranks() -> None:
 
 
 def test_campaign_references_map_where_to_selector_and_both_tolerance_spellings() -> None:
-    rep = campaign_report(seed000(), "seed000")
+    rep = campaign_report(seed000_frame(), "seed000")
     where = {"gpus": 8, "cross_device_ops": "nccl"}  # efficiency 230/312 = 0.737
     ok = Reference(metric="efficiency", where=where, value=0.8, lower=0.1)  # >= 0.72
     ok_reframe = Reference(metric="efficiency", where=where, value=0.8, lower=-0.1)
@@ -451,7 +419,7 @@ def test_campaign_references_map_where_to_selector_and_both_tolerance_spellings(
     results = refs.check(rep.cells, [ok, ok_reframe, bad])
     assert [r.passed for r in results] == [True, True, False]
     assert "efficiency[gpus=8, cross_device_ops=nccl]" in results[2].message
-    rep = campaign_report(seed000(), "seed000", references=[ok, bad])
+    rep = campaign_report(seed000_frame(), "seed000", references=[ok, bad])
     table = sections_of(rep)["references"].tables[0].frame
     assert table["Result"].tolist() == ["PASS", "FAIL"]
 
@@ -496,7 +464,7 @@ def md_tables(md: str) -> list[list[str]]:
 
 def test_written_report_for_several_campaigns(tmp_path: Path) -> None:
     reports = [
-        campaign_report(seed000(), "seed000"),
+        campaign_report(seed000_frame(), "seed000"),
         campaign_report(seed001_fusion(), "fusion"),
         campaign_report(seed004(), "seed004"),
     ]
@@ -532,7 +500,7 @@ def test_parquet_unavailable_is_a_clear_error_not_a_crash(
     import sys
 
     monkeypatch.setitem(sys.modules, "pyarrow", None)  # import pyarrow -> ImportError
-    result = write([campaign_report(seed000(), "seed000")], tmp_path, ["md", "parquet"])
+    result = write([campaign_report(seed000_frame(), "seed000")], tmp_path, ["md", "parquet"])
     assert (tmp_path / "index.md").exists()
     assert len(result.problems) == 1 and "pyarrow" in result.problems[0]
     assert not list(tmp_path.glob("data/*.parquet"))
