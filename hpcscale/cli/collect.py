@@ -8,7 +8,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from hpcscale.cli.common import JsonOpt, WorkdirOpt, console, err_console, print_json
+from hpcscale.cli.common import CampaignsArg, JsonOpt, WorkdirOpt, console, err_console, print_json
 from hpcscale.core.paths import select_campaigns
 from hpcscale.errors import UsageError
 
@@ -90,13 +90,7 @@ def timeline(
 
 
 def collect(
-    campaign: Annotated[
-        str | None,
-        typer.Argument(
-            help="campaign name in the workdir, or its YAML file; default: every campaign",
-            show_default=False,
-        ),
-    ] = None,
+    campaign: CampaignsArg = None,
     with_timeline: Annotated[
         bool, typer.Option("--timeline", help="also read Horovod timelines and steps.json")
     ] = False,

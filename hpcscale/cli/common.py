@@ -26,6 +26,13 @@ CampaignArg = Annotated[
     str,
     typer.Argument(help="campaign YAML file (e.g. campaigns/quickstart.yaml)", show_default=False),
 ]
+CampaignsArg = Annotated[
+    str | None,
+    typer.Argument(
+        help="campaign name in the workdir, or its YAML file; default: every campaign",
+        show_default=False,
+    ),
+]
 JsonOpt = Annotated[bool, typer.Option("--json", help="machine-readable output on stdout")]
 
 

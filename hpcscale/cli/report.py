@@ -11,7 +11,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table as RichTable
 
-from hpcscale.cli.common import WorkdirOpt, console, err_console
+from hpcscale.cli.common import CampaignsArg, WorkdirOpt, console, err_console
 from hpcscale.core.paths import workdir as resolve_workdir
 from hpcscale.errors import HpcscaleError
 
@@ -28,13 +28,7 @@ class ReportFormat(StrEnum):
 
 
 def report(
-    campaign: Annotated[
-        str | None,
-        typer.Argument(
-            help="campaign name in the workdir, or its YAML file; default: every campaign",
-            show_default=False,
-        ),
-    ] = None,
+    campaign: CampaignsArg = None,
     format: Annotated[
         list[ReportFormat] | None,
         typer.Option(
