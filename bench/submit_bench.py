@@ -22,7 +22,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import statistics
 import sys
 import tempfile
@@ -38,6 +37,7 @@ from hpcscale.api import render_campaign  # noqa: E402
 from hpcscale.backends.slurm import query  # noqa: E402
 from hpcscale.backends.slurm import submit as slurm  # noqa: E402
 from hpcscale.backends.slurm.cluster import LocalCluster  # noqa: E402
+from hpcscale.backends.slurm.config import first_free_port_base  # noqa: E402
 from hpcscale.core.system import SHIPPED_DIR  # noqa: E402
 from hpcscale.state.ledger import Ledger  # noqa: E402
 
@@ -55,19 +55,10 @@ class Quiet:
 
 
 def free_port_base() -> int:
-    for base in range(29000, 31000, 100):
-        ok = True
-        for port in [*range(base, base + 65), base + 90, base + 91, base + 92]:
-            with socket.socket() as s:
-                s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-                try:
-                    s.bind(("127.0.0.1", port))
-                except OSError:
-                    ok = False
-                    break
-        if ok:
-            return base
-    raise SystemExit("no free port block in 29000-30999")
+    base = first_free_port_base(range(29000, 31000, 100))
+    if base is None:
+        raise SystemExit("no free port block in 29000-30999")
+    return base
 
 
 def count_sbatch() -> list[int]:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import time
 from collections.abc import Iterator, Mapping
@@ -20,29 +19,19 @@ from pathlib import Path
 import pytest
 
 from hpcscale.backends.slurm.cluster import ClusterInfo, LocalCluster, check_programs
+from hpcscale.backends.slurm.config import first_free_port_base
 from hpcscale.errors import HpcscaleError
 
 TEST_PORT_BASES = range(27000, 29000, 100)
-
-
-def _block_free(base: int) -> bool:
-    for port in [*range(base, base + 65), base + 90, base + 91, base + 92]:
-        with socket.socket() as sock:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            try:
-                sock.bind(("127.0.0.1", port))
-            except OSError:
-                return False
-    return True
 
 
 def free_port_base() -> int:
     """A port block no other cluster (another test session, a developer's) is using."""
     if os.environ.get("HPCSCALE_TEST_SLURM_PORT_BASE"):
         return int(os.environ["HPCSCALE_TEST_SLURM_PORT_BASE"])
-    for base in TEST_PORT_BASES:
-        if _block_free(base):
-            return base
+    base = first_free_port_base(TEST_PORT_BASES)
+    if base is not None:
+        return base
     raise RuntimeError("no free port block for the test SLURM cluster in 27000-28999")
 
 

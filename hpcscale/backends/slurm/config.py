@@ -11,7 +11,7 @@ import json
 import os
 import secrets
 import socket
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from string import Template
@@ -237,3 +237,21 @@ def mysql_setup_sql(spec: ClusterSpec) -> str:
             f"GRANT ALL ON slurm_acct_db.* TO 'slurm'@'{host}';",
         ]
     return "\n".join(lines) + "\n"
+
+
+def port_block_free(base: int) -> bool:
+    """Whether every port a cluster at `base` would use (slurmd base..base+64, slurmctld,
+    slurmdbd and MariaDB at base+90..92) can be bound on 127.0.0.1 now."""
+    for port in [*range(base, base + 65), base + 90, base + 91, base + 92]:
+        with socket.socket() as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                return False
+    return True
+
+
+def first_free_port_base(candidates: Iterable[int]) -> int | None:
+    """The first port block among `candidates` that no other cluster is using."""
+    return next((base for base in candidates if port_block_free(base)), None)
