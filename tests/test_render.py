@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import stat
 import subprocess
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -14,8 +16,9 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hpcscale.api import render_campaign
-from hpcscale.errors import InputError
+import hpcscale.core.render as render_mod
+from hpcscale.api import plan_campaign, render_campaign
+from hpcscale.errors import InputError, UsageError
 
 from .conftest import CAMPAIGNS, hpcscale
 
@@ -200,3 +203,68 @@ def test_hostile_values_never_run(tmp_path: Path, arg: str, env: str) -> None:
     env = yaml.safe_load((case / "sys.yaml").read_text())["env"]["HOSTILE_ENV"]
     assert argv[argv.index(b"--payload") + 1].decode() == arg
     assert (out / "env").read_text() == env
+
+
+def _tree(root: Path) -> dict[str, bytes]:
+    return {
+        str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()
+    }
+
+
+@pytest.mark.parametrize("name", ["fusion_sweep.yaml", "cpu_layouts.yaml", "mpi_flavour.yaml"])
+def test_forked_workers_write_what_one_process_writes(name: str, workdir: Path) -> None:
+    _, _, serial = render_campaign(CAMPAIGNS / name, workdir, workers=1)
+    one = _tree(workdir)
+    shutil.rmtree(workdir)
+    _, _, forked = render_campaign(CAMPAIGNS / name, workdir, workers=3)
+    assert _tree(workdir) == one
+    assert [(r.run, r.run_dir, r.script, r.program, r.launch, r.env) for r in forked] == [
+        (r.run, r.run_dir, r.script, r.program, r.launch, r.env) for r in serial
+    ]
+    assert not list(workdir.rglob(".runs.staging-*"))
+
+
+def _fail_in_last_worker(monkeypatch: pytest.MonkeyPatch, fail: Callable[[], None]) -> None:
+    """Fault injection into our own renderer: forked workers inherit the patched function, and
+    the run it fails on is the campaign's last, which always falls to the last worker."""
+    real = render_mod.render_run
+    last = plan_campaign(CAMPAIGNS / "fusion_sweep.yaml")[1].runs[-1]
+
+    def render_run(run, *args, **kwargs):  # type: ignore[no-untyped-def]
+        if run.run_id == last.run_id:
+            fail()
+        return real(run, *args, **kwargs)
+
+    monkeypatch.setattr(render_mod, "render_run", render_run)
+
+
+def test_error_in_a_worker_writes_nothing(monkeypatch: pytest.MonkeyPatch, workdir: Path) -> None:
+    def fail() -> None:
+        raise UsageError("value 'x y' cannot go on an #SBATCH line")
+
+    _fail_in_last_worker(monkeypatch, fail)
+    with pytest.raises(UsageError, match="#SBATCH line"):
+        render_campaign(CAMPAIGNS / "fusion_sweep.yaml", workdir, workers=2)
+    assert not (workdir / "fusion_sweep" / "runs").exists()
+    assert not list(workdir.rglob(".runs.staging-*"))
+
+
+def test_a_dying_worker_writes_nothing(monkeypatch: pytest.MonkeyPatch, workdir: Path) -> None:
+    _fail_in_last_worker(monkeypatch, lambda: os._exit(3))
+    with pytest.raises(RuntimeError, match=r"render worker 2/2 died \(exit code 3\)"):
+        render_campaign(CAMPAIGNS / "fusion_sweep.yaml", workdir, workers=2)
+    assert not (workdir / "fusion_sweep" / "runs").exists()
+    assert not list(workdir.rglob(".runs.staging-*"))
+
+
+def test_bad_worker_count_is_a_usage_error(workdir: Path) -> None:
+    proc = hpcscale(
+        "render",
+        str(CAMPAIGNS / "quickstart.yaml"),
+        "--workdir",
+        str(workdir),
+        env={"HPCSCALE_RENDER_WORKERS": "two"},
+    )
+    assert proc.returncode == 2
+    assert "HPCSCALE_RENDER_WORKERS='two'" in proc.stderr and "Traceback" not in proc.stderr
+    assert not workdir.exists() or not any(workdir.rglob("*"))

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
+from typing import Annotated, Any
 
+import typer
 from rich.table import Table
 
 from hpcscale.cli.common import CampaignArg, JsonOpt, WorkdirOpt, console, print_json
@@ -98,11 +99,22 @@ def plan(campaign: CampaignArg, json: JsonOpt = False) -> None:
         console.print(ex)
 
 
-def render(campaign: CampaignArg, workdir: WorkdirOpt = None) -> None:
+def render(
+    campaign: CampaignArg,
+    workdir: WorkdirOpt = None,
+    workers: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            help="processes to render with (default: one per CPU for 1,000+ runs, else 1; "
+            "or HPCSCALE_RENDER_WORKERS)",
+        ),
+    ] = None,
+) -> None:
     """Write DIR/<name>/runs/<run_id>/{job.sbatch,run.json} for every run (atomically)."""
     from hpcscale.api import render_campaign
 
-    lc, _, rendered = render_campaign(campaign, workdir)
+    lc, _, rendered = render_campaign(campaign, workdir, workers=workers)
     where = rendered[0].run_dir.parent if rendered else "(nothing)"
     console.print(f"rendered {len(rendered)} runs of [bold]{lc.campaign.name}[/bold] into {where}")
 

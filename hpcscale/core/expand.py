@@ -70,7 +70,7 @@ def expand(lc: LoadedCampaign) -> Plan:
             plan.excluded.append(Excluded(assignment, f"where: {c.matrix.where}"))
             continue
         for r in range(c.repeats):
-            run = base.model_copy(update={"repeat": r})
+            run = base if r == base.repeat else base.model_copy(update={"repeat": r})
             rid = run.run_id
             if rid in seen:
                 raise src.error(

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import sys
+from functools import lru_cache
 from pathlib import Path
 
 from hpcscale.core.run import Run
@@ -17,16 +19,20 @@ def python_of(system: System) -> str:
     return sys.executable if system.python == "auto" else system.python
 
 
-def program_argv(run: Run, system: System, run_dir: Path) -> list[object]:
+@lru_cache(maxsize=256)
+def _program_path(jobs_dir: str | None, workload: str) -> str:
+    return str((Path(jobs_dir) if jobs_dir else REPO_JOBS) / f"{workload}.py")
+
+
+def program_argv(run: Run, system: System, run_dir: str | Path) -> list[object]:
     """The workload command one rank runs."""
-    jobs = Path(system.jobs_dir) if system.jobs_dir else REPO_JOBS
     argv: list[object] = [
         python_of(system),
-        str(jobs / f"{run.workload}.py"),
+        _program_path(system.jobs_dir, run.workload),
         "--model",
         run.model,
         "--run-dir",
-        str(run_dir),
+        os.fspath(run_dir),
         "--batch-per-rank",
         run.batch_per_rank,
         "--epochs",

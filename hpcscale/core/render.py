@@ -3,15 +3,21 @@
 from __future__ import annotations
 
 import errno
+import multiprocessing as mp
 import os
 import shutil
+import sys
+import threading
 from dataclasses import dataclass
 from functools import cache
+from multiprocessing.connection import Connection
 from pathlib import Path
+from typing import Any
 
 import jinja2
 import msgspec
 
+from hpcscale.core.gcpause import gc_paused
 from hpcscale.core.launchers import horovod_env, launch_argv, program_argv
 from hpcscale.core.paths import atomic_write, campaign_dir
 from hpcscale.core.run import Run
@@ -43,17 +49,40 @@ def environment(extra_dir: str | None = None) -> jinja2.Environment:
 def _sbatch_value(value: object) -> Shell:
     """#SBATCH lines are parsed by sbatch, not a shell: allow only values needing no quotes."""
     text = str(value)
-    if not SBATCH_SAFE.match(text):
-        raise UsageError(
-            f"value {text!r} cannot go on an #SBATCH line (use plain characters, no spaces)"
-        )
-    return Shell(text)
+    found = _SBATCH_OK.get(text)
+    if found is None:
+        if not SBATCH_SAFE.match(text):
+            raise UsageError(
+                f"value {text!r} cannot go on an #SBATCH line (use plain characters, no spaces)"
+            )
+        found = Shell(text)
+        if len(_SBATCH_OK) < 100_000:
+            _SBATCH_OK[text] = found
+    return found
 
 
 def _env_name(name: str) -> Shell:
-    if not ENV_NAME.match(name):
-        raise UsageError(f"{name!r} is not a valid environment variable name")
-    return Shell(name)
+    found = _ENV_OK.get(name)
+    if found is None:
+        if not ENV_NAME.match(name):
+            raise UsageError(f"{name!r} is not a valid environment variable name")
+        found = _ENV_OK[name] = Shell(name)  # names come from profiles: a handful
+    return found
+
+
+# Checked values, so the regexes run once per distinct value rather than once per run.
+_SBATCH_OK: dict[str, Shell] = {}
+_ENV_OK: dict[str, Shell] = {}
+
+
+def _template(system: System) -> jinja2.Template:
+    try:
+        return environment().get_template(system.template)
+    except jinja2.TemplateNotFound as exc:
+        raise UsageError(
+            f"system {system.name!r}: template {exc.name!r} not found in "
+            f"{', '.join(map(str, TEMPLATE_DIRS))}"
+        ) from None
 
 
 def slurm_time(minutes: int) -> str:
@@ -80,11 +109,12 @@ class Rendered:
 def render_run(run: Run, system: System, run_dir: Path, rid: str | None = None) -> Rendered:
     flavour = system.flavour(run.mpi)
     env: dict[str, object] = {**system.env, **flavour.env, **horovod_env(run)}
-    program = program_argv(run, system, run_dir)
-    launch = launch_argv(run, system, program, list(env))
-    launch_text, program_text = join(launch), join(program)
+    dir_text = os.fspath(run_dir)  # templates get the directory as text
+    program_text = join(program_argv(run, system, dir_text))
+    # the program goes in already quoted, as one Shell word: its words are quoted once, not twice
+    launch_text = join(launch_argv(run, system, [program_text], list(env)))
     rid = rid or run.run_id
-    if not SBATCH_SAFE.match(str(run_dir)):
+    if not SBATCH_SAFE.match(dir_text):
         raise UsageError(
             f"run directory {run_dir} has characters #SBATCH cannot take; "
             "choose a --workdir path of plain characters (no spaces)"
@@ -94,7 +124,7 @@ def render_run(run: Run, system: System, run_dir: Path, rid: str | None = None) 
         "run_id": rid,
         "system": system,
         "job_name": job_name(run.campaign, rid),
-        "run_dir": run_dir,
+        "run_dir": dir_text,
         "time": slurm_time(run.time_limit_min),
         "modules": [*system.modules, *flavour.modules],
         "env": env,
@@ -104,16 +134,26 @@ def render_run(run: Run, system: System, run_dir: Path, rid: str | None = None) 
         and system.scheduler == "slurm",
         "quote": quote,
     }
-    try:
-        script = environment().get_template(system.template).render(context)
-    except jinja2.TemplateNotFound as exc:
-        raise UsageError(
-            f"system {system.name!r}: template {exc.name!r} not found in "
-            f"{', '.join(map(str, TEMPLATE_DIRS))}"
-        ) from None
-    except jinja2.UndefinedError as exc:
-        raise UsageError(f"template {system.template}: {exc.message}") from None
+    script = _render_template(_template(system), context)
     return Rendered(run, run_dir, script, program_text, launch_text, env)
+
+
+@cache
+def _globals(template: jinja2.Template) -> dict[str, Any]:
+    return dict(template.globals)
+
+
+def _render_template(template: jinja2.Template, context: dict[str, Any]) -> str:
+    """`Template.render` without its per-call merge of the globals (a ChainMap walked for
+    every run): they are merged into the context here from a per-template copy."""
+    ctx = template.new_context({**_globals(template), **context}, shared=True)
+    try:
+        return template.environment.concat(template.root_render_func(ctx))  # type: ignore[attr-defined]
+    except jinja2.UndefinedError as exc:
+        raise UsageError(f"template {template.name}: {exc.message}") from None
+    except Exception:
+        template.environment.handle_exception()
+        raise
 
 
 def _files(r: Rendered) -> tuple[tuple[str, bytes, int], ...]:
@@ -132,47 +172,164 @@ def write_run(r: Rendered) -> None:
         atomic_write(path, data, mode)
 
 
-def _write_new(rendered: list[Rendered], runs_dir: Path) -> None:
-    """A campaign's first render: write everything into a staging directory, then rename it
-    into place, so the runs appear all at once or not at all (and fast: no per-file renames)."""
-    stage = runs_dir.with_name(f".runs.staging-{os.getpid()}")
-    shutil.rmtree(stage, ignore_errors=True)
+def _write_into(rendered: list[Rendered], stage: Path) -> None:
+    """Fresh files into a staging directory nobody else sees: no temp files, no renames."""
+    base = os.open(stage, os.O_RDONLY | os.O_DIRECTORY)
     try:
-        stage.mkdir(parents=True)
-        base = str(stage)
         for r in rendered:
-            d = os.path.join(base, r.run_dir.name)
-            os.mkdir(d)
-            for name, data, mode in _files(r):
-                fd = os.open(os.path.join(d, name), os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
-                with os.fdopen(fd, "wb") as f:
-                    f.write(data)
-        os.rename(stage, runs_dir)
-    except BaseException:
-        shutil.rmtree(stage, ignore_errors=True)
-        raise
+            name = r.run_dir.name
+            os.mkdir(name, dir_fd=base)
+            d = os.open(name, os.O_RDONLY | os.O_DIRECTORY, dir_fd=base)
+            try:
+                for file, data, mode in _files(r):
+                    fd = os.open(file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode, dir_fd=d)
+                    try:
+                        view = memoryview(data)
+                        while view:
+                            view = view[os.write(fd, view) :]
+                    finally:
+                        os.close(fd)
+            finally:
+                os.close(d)
+    finally:
+        os.close(base)
 
 
-def render_all(
-    runs: list[Run], system: System, workdir: Path | None, campaign_yaml: str
+def _render_slice(
+    runs: list[Run], system: System, runs_dir: Path, stage: Path | None
 ) -> list[Rendered]:
-    """Render every run in memory first (so an error writes nothing), then write them all."""
-    if not runs:
-        return []
-    cdir = campaign_dir(runs[0].campaign, workdir)
-    runs_dir = cdir / "runs"
     rendered = []
     for run in runs:
         rid = run.run_id  # hashed once per run here
         rendered.append(render_run(run, system, runs_dir / rid, rid))
-    atomic_write(cdir / "campaign.yaml", campaign_yaml, 0o644)
-    if not runs_dir.exists():
+    if stage is not None:  # only once every run of the slice rendered: an error writes nothing
+        _write_into(rendered, stage)
+    return rendered
+
+
+def render_workers(n_runs: int, requested: int | None = None) -> int:
+    """Processes to render with: forked workers pay off only for big campaigns, need fork, and
+    must not fork a process that runs threads (their locks would be copied mid-use)."""
+    env = os.environ.get("HPCSCALE_RENDER_WORKERS", "").strip()
+    if requested is None and env:
+        if not env.isdigit() or int(env) < 1:
+            raise UsageError(f"HPCSCALE_RENDER_WORKERS={env!r}: give a whole number, 1 or more")
+        requested = int(env)
+    if requested is None:
+        if n_runs < PARALLEL_MIN_RUNS:
+            return 1
+        cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+        requested = min(cpus or 1, MAX_WORKERS)
+    if requested <= 1 or "fork" not in mp.get_all_start_methods():
+        return 1
+    if threading.active_count() > 1:
+        return 1
+    return max(1, min(requested, n_runs))
+
+
+PARALLEL_MIN_RUNS = 1000  # below this, forking costs about what it saves
+MAX_WORKERS = 8
+_RESULTS = msgspec.msgpack.Encoder(enc_hook=str)  # Shell text crosses the pipe as plain str
+
+
+def _worker(
+    conn: Connection, runs: list[Run], system: System, runs_dir: Path, stage: Path | None
+) -> None:
+    """Runs in a forked child: everything it needs was inherited, only results are sent."""
+    try:
+        rendered = _render_slice(runs, system, runs_dir, stage)
+        out = [(r.script, r.program, r.launch, r.env) for r in rendered]
+        conn.send_bytes(_RESULTS.encode(("ok", out)))
+    except UsageError as exc:
+        conn.send_bytes(msgspec.msgpack.encode(("usage", str(exc))))
+    except BaseException as exc:  # reported to the parent, which raises it there
+        conn.send_bytes(msgspec.msgpack.encode(("error", f"{type(exc).__name__}: {exc}")))
+    finally:
+        conn.close()
+
+
+def _render_parallel(
+    runs: list[Run], system: System, runs_dir: Path, stage: Path | None, workers: int
+) -> list[Rendered]:
+    """The first slice renders here while forked children render the others."""
+    ctx = mp.get_context("fork")
+    bounds = [len(runs) * k // workers for k in range(workers + 1)]
+    slices = [runs[bounds[k] : bounds[k + 1]] for k in range(workers)]
+    _template(system)  # compiled once, before the fork, not once per child
+    for stream in (sys.stdout, sys.stderr):  # or a child would print the parent's buffer again
+        stream.flush()
+    procs: list[tuple[mp.process.BaseProcess, Connection]] = []
+    try:
+        for part in slices[1:]:
+            recv, send = ctx.Pipe(duplex=False)
+            p = ctx.Process(target=_worker, args=(send, part, system, runs_dir, stage), daemon=True)
+            p.start()
+            send.close()
+            procs.append((p, recv))
+        rendered = _render_slice(slices[0], system, runs_dir, stage)
+        for k, ((p, recv), part) in enumerate(zip(procs, slices[1:], strict=True), start=2):
+            try:
+                status, payload = msgspec.msgpack.decode(recv.recv_bytes())
+            except EOFError:
+                p.join()
+                raise RuntimeError(
+                    f"render worker {k}/{workers} died (exit code {p.exitcode})"
+                ) from None
+            if status == "usage":
+                raise UsageError(payload)
+            if status != "ok":
+                raise RuntimeError(f"render worker {k}/{workers}: {payload}")
+            for run, (script, program, launch, env) in zip(part, payload, strict=True):
+                rid = run.run_id
+                rendered.append(
+                    Rendered(run, runs_dir / rid, script, Shell(program), Shell(launch), env)
+                )
+    finally:
+        for p, recv in procs:
+            recv.close()
+            if p.is_alive():
+                p.terminate()  # our own child, by its pid: only on error or Ctrl-C
+            p.join()
+    return rendered
+
+
+def render_all(
+    runs: list[Run],
+    system: System,
+    workdir: Path | None,
+    campaign_yaml: str,
+    *,
+    workers: int | None = None,
+) -> list[Rendered]:
+    """Render every run, then make its files appear: a campaign's first render goes into a
+    staging directory renamed into place (all runs or none), a re-render merges run by run.
+    Big campaigns render in forked workers (`workers`, `HPCSCALE_RENDER_WORKERS`)."""
+    if not runs:
+        return []
+    cdir = campaign_dir(runs[0].campaign, workdir)
+    runs_dir = cdir / "runs"
+    stage = None if runs_dir.exists() else runs_dir.with_name(f".runs.staging-{os.getpid()}")
+    n = render_workers(len(runs), workers)
+    with gc_paused():
         try:
-            _write_new(rendered, runs_dir)
-            return rendered
-        except OSError as exc:  # another render created it meanwhile: merge run by run
-            if exc.errno not in (errno.EEXIST, errno.ENOTEMPTY):
-                raise
-    for r in rendered:
-        write_run(r)
+            if stage is not None:
+                shutil.rmtree(stage, ignore_errors=True)
+                stage.mkdir(parents=True)
+            if n > 1:
+                rendered = _render_parallel(runs, system, runs_dir, stage, n)
+            else:
+                rendered = _render_slice(runs, system, runs_dir, stage)
+            atomic_write(cdir / "campaign.yaml", campaign_yaml, 0o644)
+            if stage is not None:
+                try:
+                    os.rename(stage, runs_dir)
+                    return rendered
+                except OSError as exc:  # another render created it meanwhile: merge instead
+                    if exc.errno not in (errno.EEXIST, errno.ENOTEMPTY):
+                        raise
+        finally:
+            if stage is not None:
+                shutil.rmtree(stage, ignore_errors=True)
+        for r in rendered:
+            write_run(r)
     return rendered

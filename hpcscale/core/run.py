@@ -4,6 +4,7 @@ analyze) reads this and nothing else of the campaign."""
 from __future__ import annotations
 
 import hashlib
+from functools import cached_property
 from typing import Any, Literal
 
 import msgspec
@@ -63,9 +64,16 @@ class Run(BaseModel):
         """Data-parallel workers: ranks under Horovod, devices under MirroredStrategy."""
         return self.ranks * self.replicas_per_task
 
-    @property
+    @cached_property
     def run_id(self) -> str:
+        """Hashed once: a run is frozen, and every copy with changes drops it (model_copy)."""
         return run_id_of(self)
+
+    def model_copy(self, *, update: dict[str, Any] | None = None, deep: bool = False) -> Run:
+        copy = super().model_copy(update=update, deep=deep)
+        if update:
+            copy.__dict__.pop("run_id", None)
+        return copy
 
     def as_record(self, run_id: str | None = None) -> dict[str, Any]:
         """Flat dict for tables and JSON: model fields plus derived ones (`run_id` if known)."""
@@ -78,10 +86,13 @@ class Run(BaseModel):
         return rec
 
 
+_NOT_HASHED = frozenset({"swept", "run_id"})  # bookkeeping, and the cached hash itself
+
+
 def run_id_of(run: Run) -> str:
     """Short stable hash of the resolved content (canonical JSON, sorted keys)."""
     # Every field is already a JSON type, so the instance dict encodes exactly as
     # model_dump(mode="json") would, at a fraction of the cost (this runs per run, per use).
-    content = {k: v for k, v in run.__dict__.items() if k != "swept"}
+    content = {k: v for k, v in run.__dict__.items() if k not in _NOT_HASHED}
     blob = msgspec.json.encode(content, order="sorted")
     return hashlib.sha256(blob).hexdigest()[:10]

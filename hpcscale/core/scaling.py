@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 from hpcscale.core.run import Scaling
 
@@ -21,15 +22,19 @@ class ScalingError(ValueError):
         self.axis = axis
 
 
+_LAYOUT = re.compile(r"\s*(\d+)\s*[xX×*]\s*(\d+)\s*")
+
+
 @dataclass(frozen=True)
 class Layout:
     tasks_per_node: int
     threads_per_task: int
 
 
+@lru_cache(maxsize=1024)  # a campaign names a handful of layouts, each parsed per cell
 def parse_layout(text: str | int) -> Layout:
     """'2x14' (or '2×14') -> Layout(2, 14)."""
-    m = re.fullmatch(r"\s*(\d+)\s*[xX×*]\s*(\d+)\s*", str(text))
+    m = _LAYOUT.fullmatch(str(text))
     if not m or int(m.group(1)) < 1 or int(m.group(2)) < 1:
         raise ScalingError("layout", f"layout {text!r} is not RANKSxTHREADS, e.g. '2x14'")
     return Layout(int(m.group(1)), int(m.group(2)))

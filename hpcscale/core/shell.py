@@ -18,47 +18,58 @@ class Shell(str):
     __slots__ = ()
 
 
-class Raw(str):
+class Raw(Shell):
     """A trusted shell word written by hpcscale itself (e.g. "$SLURM_JOB_NODELIST")."""
 
     __slots__ = ()
 
 
+_CACHE_MAX = 100_000
+# Quoted text per (type, value): the type too, since 1, 1.0 and True are equal dict keys. Plain
+# str and int get their own tables: they are nearly every printed value, so they skip the tuple.
 _QUOTED: dict[tuple[type, object], Shell] = {}
 _QUOTED_STR: dict[str, Shell] = {}
+_QUOTED_INT: dict[int, Shell] = {}
 
 
 def quote(value: object) -> Shell:
     kind = type(value)
-    if kind is str:  # the common case, kept cheap: it runs for every printed value
+    if kind is str:
         found = _QUOTED_STR.get(value)  # type: ignore[call-overload]
         if found is None:
             found = Shell(shlex.quote(value))  # type: ignore[arg-type]
-            if len(_QUOTED_STR) < 100_000:
+            if len(_QUOTED_STR) < _CACHE_MAX:
                 _QUOTED_STR[value] = found  # type: ignore[index]
+        return found
+    if kind is int:
+        found = _QUOTED_INT.get(value)  # type: ignore[call-overload]
+        if found is None:
+            found = Shell(str(value))  # digits and a sign need no quotes
+            if len(_QUOTED_INT) < _CACHE_MAX:
+                _QUOTED_INT[value] = found  # type: ignore[index]
         return found
     if isinstance(value, Shell):
         return value
-    key = (kind, value)  # the type too: 1, 1.0 and True are equal keys otherwise
+    if value is None:  # a template printed a missing value: never render the text "None"
+        raise ValueError("a template printed None (a missing value); refusing to render")
+    key = (kind, value)
     try:
         return _QUOTED[key]
     except (KeyError, TypeError):
         pass
     text = ("1" if value else "0") if isinstance(value, bool) else str(value)
     quoted = Shell(shlex.quote(text))
-    if len(_QUOTED) < 100_000:
+    if len(_QUOTED) < _CACHE_MAX:
         with contextlib.suppress(TypeError):  # unhashable: just don't cache
             _QUOTED[key] = quoted
     return quoted
 
 
 def join(words: Iterable[object]) -> Shell:
-    """A command line: `Raw` words pass through, everything else is quoted."""
-    return Shell(" ".join(str(w) if isinstance(w, Raw) else quote(w) for w in words))
+    """A command line: `Shell` and `Raw` words pass through, everything else is quoted."""
+    return Shell(" ".join(map(quote, words)))
 
 
-def finalize(value: object) -> object:
-    """Jinja `finalize` hook: what a template prints is quoted unless already Shell."""
-    if value is None:
-        raise ValueError("a template printed None (a missing value); refusing to render")
-    return quote(value)
+# Jinja's `finalize` hook: what a template prints is quoted unless already Shell (and None is
+# refused). It is `quote` itself, as it runs for every printed value of every run.
+finalize = quote
