@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 HPCSCALE := $(VENV)/bin/hpcscale
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
-APT_PACKAGES := openmpi-bin libopenmpi-dev cmake g++ make munge slurmctld slurmd slurm-client slurmdbd mariadb-server
+APT_PACKAGES := openmpi-bin libopenmpi-dev cmake gcc g++ make python3-dev munge slurmctld slurmd slurm-client slurmdbd mariadb-server
 HOROVOD_ENV := HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITH_MPI=1 HOROVOD_WITH_GLOO=1 HOROVOD_WITHOUT_PYTORCH=1 HOROVOD_WITHOUT_MXNET=1
 PYTEST_ARGS ?=
 
@@ -25,7 +25,7 @@ $(PY):
 venv: $(PY)
 
 core: $(PY) ## the hpcscale package (editable) with dev and bench tools
-	@if $(PY) -c "import hpcscale, pytest, hypothesis, ruff, reframe" 2>/dev/null && [ $(VENV)/.core-stamp -nt pyproject.toml ]; then echo "core: present"; else \
+	@if $(PY) -c "import hpcscale, hpcscale.collect._scan, pytest, hypothesis, ruff, reframe" 2>/dev/null && [ $(VENV)/.core-stamp -nt pyproject.toml ] && [ $(VENV)/.core-stamp -nt hpcscale/collect/_scan.c ]; then echo "core: present"; else \
 	  $(PIP) install -q -e '.[dev,bench]' 'numpy<2' && touch $(VENV)/.core-stamp; fi  # NumPy 1: TF 2.15
 
 jobs: $(PY) system-packages ## TensorFlow 2.15.1 (CPU), Horovod 0.28.1 built against Open MPI + Gloo, mpi4py

@@ -7,7 +7,9 @@ temporary directory that is deleted afterwards. Each measurement runs in a fresh
 reports its own time and peak RSS (VmHWM):
 
 - ours:      hpcscale.collect.timeline.parse_timeline on the whole file (MB/s, peak RSS) and on
-             the sample below;
+             the sample below, with the compiled engine (hpcscale.collect._scan) as installed;
+             on the sample also with engine="python" (`python_engine_*`: what a machine
+             without a C compiler at install time gets);
 - baseline:  json.load + a plain Python loop computing the same figures (per-pid B/E stacks,
              category unions by sorting, allreduce bytes, last-ready rank), on a sample (the
              first --sample-mb of the big file, closed with `]`): json.load of the whole GB
@@ -213,6 +215,13 @@ MEASURE = {
         "RESULT = {k: d[k] for k in ('comm_s', 'negotiate_s', 'memcpy_s', 'transport_s',"
         " 'allreduce_bytes', 'events')}",
     ),
+    "ours_python": (
+        "from hpcscale.collect.timeline import parse_timeline",
+        "s = parse_timeline(PATH, engine='python')\n"
+        "d = s.as_json()\n"
+        "RESULT = {k: d[k] for k in ('comm_s', 'negotiate_s', 'memcpy_s', 'transport_s',"
+        " 'allreduce_bytes', 'events')}",
+    ),
     "baseline": (BASELINE, "RESULT = analyse(PATH)"),
     "orjson": (
         "import orjson",
@@ -257,6 +266,12 @@ def measure(kind: str, path: Path) -> dict:
     if proc.returncode != 0:
         raise SystemExit(f"{kind} failed:\n{proc.stderr[-2000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def ours_engine() -> bool:
+    from hpcscale.collect.timeline import fast_engine_available
+
+    return fast_engine_available()
 
 
 # ---------------------------------------------------------------- a real source timeline
@@ -313,7 +328,7 @@ def main() -> None:
             sample, sample_mb = big, size_mb
         runs = {
             k: min((measure(k, sample) for _ in range(a.repeat)), key=lambda r: r["cpu_s"])
-            for k in ("ours", "baseline", "orjson", "msgspec")
+            for k in ("ours", "ours_python", "baseline", "orjson", "msgspec")
         }
         for k, v in runs.items():
             log(f"{k} on {sample_mb:.0f} MB: {v}")
@@ -329,6 +344,7 @@ def main() -> None:
             for k in ("comm_s", "negotiate_s", "memcpy_s", "transport_s")
         )
         and ours["result"]["allreduce_bytes"] == base["result"]["allreduce_bytes"]
+        and ours["result"] == runs["ours_python"]["result"]
     )
     out = {
         "bench": "timeline",
@@ -348,6 +364,9 @@ def main() -> None:
             runs["msgspec" if bare_kind == "orjson" else "orjson"]["cpu_s"], 2
         ),
         "ratio_vs_baseline": round(base["cpu_s"] / ours["cpu_s"], 2),
+        "engine": "c" if ours_engine() else "python",
+        "python_engine_cpu_s": round(runs["ours_python"]["cpu_s"], 2),
+        "python_engine_ratio_vs_baseline": round(base["cpu_s"] / runs["ours_python"]["cpu_s"], 2),
         "ratio_vs_baseline_wall": round(base["wall_s"] / ours["wall_s"], 2),
         "time_vs_bare": round(ours["cpu_s"] / bare["cpu_s"], 2),
         "same_figures_as_baseline": agree,

@@ -119,7 +119,7 @@ def _read_run_json(path: Path) -> dict[str, Any]:
         rec = msgspec.json.decode(path.read_bytes())
     except OSError as exc:
         raise RunProblem(f"run.json unreadable: {exc.strerror}") from exc
-    except msgspec.DecodeError as exc:
+    except (msgspec.DecodeError, UnicodeDecodeError) as exc:
         raise RunProblem(f"run.json is not valid JSON: {exc}") from exc
     if not isinstance(rec, dict) or "run_id" not in rec:
         raise RunProblem("run.json has no run_id (not written by hpcscale render)")

@@ -130,7 +130,7 @@ def load_metrics(path: str | os.PathLike[str]) -> Metrics:
     except msgspec.ValidationError as exc:
         key = _key_of(str(exc))
         raise InputError(str(p), None, key, f"invalid metrics: {exc}") from exc
-    except msgspec.DecodeError as exc:
+    except (msgspec.DecodeError, UnicodeDecodeError) as exc:
         raise InputError(str(p), None, None, f"not valid JSON: {exc}") from exc
     if metrics.schema_version != SCHEMA_VERSION:
         raise InputError(

@@ -97,7 +97,7 @@ def load_steps(path: str | os.PathLike[str]) -> Steps:
         raise InputError(str(p), None, None, f"cannot read steps: {exc.strerror}") from exc
     try:
         f = msgspec.json.decode(raw, type=StepsFile)
-    except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+    except (msgspec.ValidationError, msgspec.DecodeError, UnicodeDecodeError) as exc:
         raise InputError(str(p), None, None, f"invalid steps file: {exc}") from exc
     if f.format != "hpcscale.steps" or f.version != 1:
         raise InputError(str(p), None, "format", f"not an hpcscale.steps v1 file ({f.format})")

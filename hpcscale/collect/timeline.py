@@ -31,7 +31,7 @@ import math
 import os
 import re
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter
 from pathlib import Path
@@ -96,6 +96,10 @@ TOP_KEEP = 100
 Phase = Literal["B", "E", "X", "i", "I", "M", "C", "b", "e", "n", "s", "t", "f", "P", "O", "N", "D"]
 
 
+# What a decoder raises for a record it cannot read (bad UTF-8 surfaces as UnicodeDecodeError).
+DECODE_ERRORS = (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError)
+
+
 class TimelineError(Exception):
     """The file is not a Horovod timeline (wrong start, no parseable record)."""
 
@@ -128,7 +132,7 @@ def event_args(ev: Event) -> EventArgs | None:
         return None
     try:
         return _ARGS_DECODER.decode(ev.args)
-    except (msgspec.DecodeError, msgspec.ValidationError):
+    except DECODE_ERRORS:
         return None
 
 
@@ -170,6 +174,15 @@ def tensor_bytes(dtype: str | None, shape: str | None) -> int | None:
     except ValueError:
         return None
     return size * count
+
+
+def args_bytes(raw: bytes) -> int | None:
+    """Tensor bytes from a closing E's raw `args` (dtype and shape), None when not there."""
+    try:
+        args = _ARGS_DECODER.decode(raw) if raw else None
+    except DECODE_ERRORS:
+        return None
+    return None if args is None else tensor_bytes(args.dtype, args.shape)
 
 
 @dataclass
@@ -347,7 +360,7 @@ def _decode_array(buf: bytes, raw: bool = False) -> tuple[list[Any], int]:
     whole, one = (_RAW_CHUNK_DECODER, _RAW_ONE_DECODER) if raw else (_CHUNK_DECODER, _ONE_DECODER)
     try:
         return whole.decode(buf), 0
-    except (msgspec.DecodeError, msgspec.ValidationError):
+    except DECODE_ERRORS:
         pass
     body = buf.strip()[1:-1].strip()
     pieces = _BOUNDARY.split(body) if body else []
@@ -361,7 +374,7 @@ def _decode_array(buf: bytes, raw: bool = False) -> tuple[list[Any], int]:
             if raw and not bytes(value).startswith(b"{"):
                 raise msgspec.DecodeError("not an object")
             records.append(value)
-        except (msgspec.DecodeError, msgspec.ValidationError):
+        except DECODE_ERRORS:
             bad += 1
     return records, bad
 
@@ -391,53 +404,87 @@ def iter_raw_records(
 def _iter_records(
     path: str | os.PathLike[str], chunk_size: int, stats: dict[str, Any] | None, raw: bool
 ) -> Iterator[list[Any]]:
-    """The chunked reader behind iter_events and iter_raw_records.
-
-    The buffer always starts with `[`; after each read the records up to the last boundary are
-    decoded as one JSON array (the boundary's `,` briefly overwritten by `]`), and what
-    follows the boundary is kept for the next read."""
+    """Decoded records of each chunk from iter_chunks; a final record that cannot be decoded
+    is a cut one (`truncated`)."""
     st = stats if stats is not None else {}
+    one = _RAW_ONE_DECODER if raw else _ONE_DECODER
+    for kind, data in iter_chunks(path, chunk_size, st):
+        if kind == "chunk":
+            events, bad = _decode_array(data, raw)
+            st["bad_records"] += bad
+            yield events
+            continue
+        try:
+            yield [one.decode(data)]
+        except DECODE_ERRORS:
+            st["truncated"] = True
+            st["cut_record"] = data.startswith(b"{")
+
+
+def iter_chunks(
+    path: str | os.PathLike[str], chunk_size: int, stats: dict[str, Any], copy: bool = True
+) -> Iterator[tuple[Literal["chunk", "tail"], bytes | memoryview]]:
+    """The file as ("chunk", `[rec,...,rec]`) pieces of whole records, then ("tail", bytes)
+    for whatever follows the last boundary (a final record, or a cut one), if anything.
+
+    One buffer, read into in place, always starts with `[`: after each read the records up to
+    the last boundary are yielded as one JSON array (the boundary's `,` briefly overwritten by
+    `]`) and what follows the boundary moves to the front for the next read. With copy=False a
+    chunk is a read-only view into that buffer, valid only until the next chunk is asked for
+    (no 4 MB copy and fresh pages per chunk); keep nothing that refers into it."""
+    st = stats
     st.setdefault("bad_records", 0)
     st.setdefault("truncated", False)
     st.setdefault("format", "empty")
-    buf = bytearray(b"[")
+    area = bytearray(1 + chunk_size)
+    area[0] = ord("[")
+    filled = 1
     first = True
     with open(path, "rb") as fh:
         while True:
-            data = fh.read(chunk_size)
-            if not data:
+            if len(area) - filled < chunk_size:  # a record longer than a chunk: grow
+                if len(area) > MAX_RECORD:
+                    raise TimelineError(f"no record boundary in the first {filled} bytes")
+                bigger = bytearray(2 * len(area))
+                bigger[:filled] = memoryview(area)[:filled]
+                area = bigger
+            with memoryview(area) as view:
+                n = fh.readinto(view[filled : filled + chunk_size])
+            if not n:
                 break
-            buf += data
+            filled += n
             if first:
-                start = len(buf) - len(buf[1:].lstrip())
-                if start == len(buf):
+                head = bytes(area[1:filled]).lstrip()
+                if not head:
+                    filled = 1
                     continue  # only whitespace so far
-                if buf[start] != ord("["):
+                if head[0] != ord("["):
                     raise TimelineError("does not start with '[' (not a Chrome-trace JSON array)")
-                del buf[1 : start + 1]
-                st["format"] = _format_of(buf[: 1 << 20])
+                area[1 : 1 + len(head) - 1] = head[1:]
+                filled = len(head)
+                st["format"] = _format_of(area[: min(filled, 1 << 20)])
                 first = False
-            cut = max(buf.rfind(b"},"), buf.rfind(b"}]"))
+            cut = area.rfind(b"},", 0, filled)
+            # "}]" ends the file: look for it only after the last "}," (not through the buffer)
+            cut = max(cut, area.rfind(b"}]", max(cut, 0), filled))
             if cut < 0:
-                if len(buf) > MAX_RECORD:
-                    raise TimelineError(f"no record boundary in the first {len(buf)} bytes")
                 continue
-            saved = buf[cut + 1]
-            buf[cut + 1] = ord("]")
-            # A copy, not a view: raw `args` keep a reference to the buffer they came from.
-            events, bad = _decode_array(bytes(buf[: cut + 2]), raw)
-            buf[cut + 1] = saved
-            del buf[1 : cut + 2]
-            st["bad_records"] += bad
-            yield events
+            saved = area[cut + 1]
+            area[cut + 1] = ord("]")
+            with memoryview(area) as view:
+                # A copy unless asked otherwise: raw `args` keep a reference to their buffer.
+                chunk = bytes(view[: cut + 2]) if copy else view[: cut + 2].toreadonly()
+                yield "chunk", chunk
+                if not copy:
+                    chunk.release()
+            area[cut + 1] = saved
+            rest = filled - (cut + 2)
+            area[1 : 1 + rest] = area[cut + 2 : filled]
+            filled = 1 + rest
     # After the last boundary: nothing, a final record without separator, or a cut record.
-    tail = bytes(buf[1:]).strip().lstrip(b",").rstrip(b"],").strip()
+    tail = bytes(area[1:filled]).strip().lstrip(b",").rstrip(b"],").strip()
     if tail:
-        try:
-            yield [(_RAW_ONE_DECODER if raw else _ONE_DECODER).decode(tail)]
-        except (msgspec.DecodeError, msgspec.ValidationError):
-            st["truncated"] = True
-            st["cut_record"] = tail.startswith(b"{")
+        yield "tail", tail
 
 
 class _Folder:
@@ -446,8 +493,16 @@ class _Folder:
     The per-event Python loop only pairs each `E` with its `B` (and notes readiness ticks);
     classification, per-tensor sums and unions run vectorised per chunk over the pairs."""
 
-    def __init__(self, keep_comm: bool, window: tuple[int, int] | None = None) -> None:
+    def __init__(
+        self,
+        keep_comm: bool,
+        window: tuple[int, int] | None = None,
+        window_unix: tuple[int, int] | None = None,
+    ) -> None:
         self.window = window
+        # A Unix-epoch window becomes `window` once pid 0's start time is read (the file's first
+        # record, so before any span is folded).
+        self.window_unix = window_unix
         self.newest = -(1 << 62)
         self.stacks: dict[int, list[Event]] = {}
         self.codes: dict[str, int] = {}
@@ -482,17 +537,6 @@ class _Folder:
         self.start_time: int | None = None
         self.first_ts: int | None = None
         self.last_ts: int | None = None
-
-    def set_window_unix(self, events: list[Event], window_unix_us: tuple[int, int]) -> None:
-        """Convert a Unix-epoch window to timeline µs once pid 0's start time is known (it is
-        the file's first record)."""
-        for ev in events[:4]:
-            args = event_args(ev) if ev.ph == "M" and ev.pid == 0 else None
-            if args is not None:
-                start = args.start_time_since_epoch_in_micros
-                if start is not None:
-                    self.window = (window_unix_us[0] - start, window_unix_us[1] - start)
-                    return
 
     def _code(self, name: str) -> int:
         code = len(self.names)
@@ -560,7 +604,7 @@ class _Folder:
                     self.max_rank = max(self.max_rank, int(ev.name))
             elif ph == "M":
                 n_meta += 1
-                self._meta(ev)
+                self._meta(ev.name, ev.pid, ev.args)
             elif ph == "i" or ph == "I":
                 if ev.name == "CYCLE_START":
                     self.cycles += 1
@@ -571,6 +615,7 @@ class _Folder:
         return n_meta
 
     def _fold_pairs(self, begins: list[Event], ends: list[Event], parents: list[Any]) -> None:
+        """The Python path's pairs as the arrays _fold_pair_arrays takes."""
         n = len(begins)
         if not n:
             return
@@ -584,10 +629,40 @@ class _Folder:
         code = np.fromiter(code_list, dtype=np.int64, count=n)
         t0 = np.fromiter(map(_TS, begins), dtype=np.int64, count=n)
         t1 = np.fromiter(map(_TS, ends), dtype=np.int64, count=n)
-        cat = self.code_cat[code]
-        negotiations = np.flatnonzero(cat == self.cat_index["negotiate"]).tolist()
+        pids = np.fromiter(map(_PID, ends), dtype=np.int64, count=n)
+        negotiations = np.flatnonzero(self.code_cat[code] == self.cat_index["negotiate"]).tolist()
         pop = self.ready_in.pop
         ready = [pop(id(begins[i]), None) for i in negotiations] if self.ready_in else []
+        self._fold_pair_arrays(
+            code,
+            t0,
+            t1,
+            pids,
+            ready,
+            end_sizes=lambda rows: self._sizes([bytes(ends[i].args) for i in rows]),
+            under_allreduce=lambda rows: [
+                parents[i] is not None and parents[i].name == "ALLREDUCE" for i in rows
+            ],
+        )
+
+    def _fold_pair_arrays(
+        self,
+        code: np.ndarray,
+        t0: np.ndarray,
+        t1: np.ndarray,
+        end_pid: np.ndarray,
+        ready: list[str | None],
+        end_sizes: Callable[[list[int]], np.ndarray],
+        under_allreduce: Callable[[list[int]], Sequence[bool]],
+    ) -> None:
+        """Fold closed spans, one row each: name code, begin and end µs, the closing E's pid;
+        `ready` is the last rank ready in each negotiation row, in row order; `end_sizes(rows)`
+        gives the tensor bytes in the closing E's args (-1: unknown) and `under_allreduce(rows)`
+        whether the span sat inside an ALLREDUCE, for the few rows that need them. Both engines
+        end here."""
+        n = len(code)
+        cat = self.code_cat[code]
+        negotiations = np.flatnonzero(cat == self.cat_index["negotiate"]).tolist()
         mark = self.watermark(int(t1.max()))
         idx = np.arange(n)
         if self.window is not None:
@@ -595,9 +670,9 @@ class _Folder:
             idx = np.flatnonzero((t1 >= lo) & (t0 <= hi))
             if not len(idx):
                 return
-            code, cat = code[idx], cat[idx]
+            ready = [r for i, r in zip(negotiations, ready, strict=False) if lo <= t1[i] <= hi]
+            code, cat, end_pid = code[idx], cat[idx], end_pid[idx]
             t0, t1 = np.clip(t0[idx], lo, hi), np.clip(t1[idx], lo, hi)
-            ready = [r for i, r in zip(negotiations, ready, strict=False) if lo <= ends[i].ts <= hi]
         for rank, times in Counter(ready).items():
             if rank is not None:
                 self._ready(rank, times)
@@ -605,26 +680,34 @@ class _Folder:
         self.op_count += np.bincount(code, minlength=len(self.op_count))
         comm = np.flatnonzero(cat == self.cat_index["comm"])
         if len(comm):
-            self._fold_collectives(comm, code, t0, t1, [ends[i] for i in idx[comm].tolist()])
-        transport = idx[cat == self.cat_index["transport"]].tolist()
-        under_allreduce = [
-            i for i in transport if parents[i] is not None and parents[i].name == "ALLREDUCE"
-        ]
-        rows = np.column_stack((t0, t1))
-        if under_allreduce:
-            pos = np.searchsorted(idx, under_allreduce)
-            self.allreduce_transport.add(rows[pos], mark)
+            rows = idx[comm].tolist()
+            self._fold_collectives(
+                comm, code, t0, t1, end_pid[comm], lambda pos: end_sizes([rows[j] for j in pos])
+            )
+        transport = np.flatnonzero(cat == self.cat_index["transport"])
+        spans = np.column_stack((t0, t1))
+        if len(transport):
+            inside = np.fromiter(
+                under_allreduce(idx[transport].tolist()), dtype=bool, count=len(transport)
+            )
+            if inside.any():
+                self.allreduce_transport.add(spans[transport[inside]], mark)
         present = np.flatnonzero(np.bincount(code, minlength=len(self.names)))
         for c in present.tolist():
-            self.by_name[c].add(rows[code == c], mark)
+            self.by_name[c].add(spans[code == c], mark)
         for k in np.unique(cat).tolist():
-            self.late_spans += self.by_cat[k].add(rows[cat == k], mark)
+            self.late_spans += self.by_cat[k].add(spans[cat == k], mark)
 
     def _fold_collectives(
-        self, comm: np.ndarray, code: np.ndarray, t0: np.ndarray, t1: np.ndarray, ends: list[Event]
+        self,
+        comm: np.ndarray,
+        code: np.ndarray,
+        t0: np.ndarray,
+        t1: np.ndarray,
+        pids: np.ndarray,
+        end_sizes: Callable[[list[int]], np.ndarray],
     ) -> None:
         """Per-tensor time and op counts, and allreduce bytes from the closing E's args."""
-        pids = np.fromiter(map(_PID, ends), dtype=np.int64, count=len(ends))
         upid, inv = np.unique(pids, return_inverse=True)
         upid = np.maximum(upid, 0)
         self._grow(int(upid[-1]))
@@ -632,23 +715,22 @@ class _Folder:
         self.ops[upid] += np.bincount(inv)
         # Allreduce bytes from the closing E's args, one decode per distinct (dtype, shape).
         ar = np.flatnonzero(code[comm] == self.allreduce_code).tolist()
-        keys = [bytes(ends[j].args) for j in ar]
-        cache = self.size_cache
-        for key in set(keys) - cache.keys():
-            try:
-                args = _ARGS_DECODER.decode(key) if key else None
-            except (msgspec.DecodeError, msgspec.ValidationError):
-                args = None
-            cache[key] = None if args is None else tensor_bytes(args.dtype, args.shape)
-        sizes = np.fromiter(
-            (-1 if (b := cache[k]) is None else b for k in keys), dtype=np.int64, count=len(keys)
-        )
+        sizes = end_sizes(ar) if ar else np.empty(0, dtype=np.int64)
         ok = sizes >= 0
         if ok.any():
             self.allreduce_bytes += int(sizes[ok].sum())
             self.allreduce_tensors += int(ok.sum())
             pid_sizes = np.bincount(inv[ar][ok], weights=sizes[ok], minlength=len(upid))
             self.tbytes[upid] += pid_sizes.astype(np.int64)
+
+    def _sizes(self, keys: list[bytes]) -> np.ndarray:
+        """Tensor bytes per raw `args` of a closing E (-1: unknown), one decode per distinct."""
+        cache = self.size_cache
+        for key in set(keys) - cache.keys():
+            cache[key] = args_bytes(key)
+        return np.fromiter(
+            (-1 if (b := cache[k]) is None else b for k in keys), dtype=np.int64, count=len(keys)
+        )
 
     def _grow(self, pid: int) -> None:
         if pid < len(self.comm_us):
@@ -668,17 +750,21 @@ class _Folder:
         self.last_ready[rank] = self.last_ready.get(rank, 0) + times
         self.max_rank = max(self.max_rank, rank)
 
-    def _meta(self, ev: Event) -> None:
-        if ev.name != "process_name" or ev.pid < 0:
+    def _meta(self, name: str, pid: int, raw_args: bytes | msgspec.Raw) -> None:
+        if name != "process_name" or pid < 0 or not raw_args:
             return
-        args = event_args(ev)
-        if args is None:
+        try:
+            args = _ARGS_DECODER.decode(raw_args)
+        except DECODE_ERRORS:
             return
         if args.start_time_since_epoch_in_micros is not None:
             self.start_time = args.start_time_since_epoch_in_micros
-        elif args.name is not None and ev.pid > 0:
-            self._grow(ev.pid)
-            self.name_idx[ev.pid] = self.name_pool.setdefault(args.name, len(self.name_pool))
+            if self.window_unix is not None and self.window is None:
+                lo, hi = self.window_unix
+                self.window = (lo - self.start_time, hi - self.start_time)
+        elif args.name is not None and pid > 0:
+            self._grow(pid)
+            self.name_idx[pid] = self.name_pool.setdefault(args.name, len(self.name_pool))
 
     def _extend_span(self, lo: int, hi: int) -> None:
         if self.window is not None:
@@ -693,10 +779,18 @@ class _Folder:
         self.newest = max(self.newest, newest)
         mark = self.newest - SLACK_US
         stale = self.newest - STALE_US
-        for stk in self.stacks.values():
-            if stk and stale < stk[0].ts < mark:
-                mark = stk[0].ts
+        for ts in self._open_bottoms():
+            if stale < ts < mark:
+                mark = ts
         return mark
+
+    def _open_bottoms(self) -> Iterable[int]:
+        """ts of the outermost open B of each pid."""
+        return (stk[0].ts for stk in self.stacks.values() if stk)
+
+    def _open_ts(self) -> list[int]:
+        """ts of every open B (a span whose E has not come, or never will)."""
+        return [b.ts for stk in self.stacks.values() for b in stk]
 
     def _top_tensors(self) -> list[TensorStat]:
         """The TOP_KEEP tensors with the most communication time (ties: lower pid first)."""
@@ -717,9 +811,9 @@ class _Folder:
         return out
 
     def summary(self, path: str, size: int, st: dict[str, Any]) -> TimelineSummary:
-        open_begins = [b for stk in self.stacks.values() for b in stk]
-        if open_begins:
-            self._extend_span(min(b.ts for b in open_begins), max(b.ts for b in open_begins))
+        open_begins = self._open_ts()
+        if len(open_begins):
+            self._extend_span(int(min(open_begins)), int(max(open_begins)))
         stats = self._top_tensors()
         cats = self.code_cat
         collectives = {
@@ -770,6 +864,7 @@ def parse_timeline(
     keep_comm: bool = True,
     window_unix_us: tuple[int, int] | None = None,
     chunk_size: int = CHUNK_SIZE,
+    engine: Literal["auto", "c", "python"] = "auto",
 ) -> TimelineSummary:
     """Summarise one timeline file in one streaming pass (memory independent of file size).
 
@@ -777,15 +872,22 @@ def parse_timeline(
     `keep_comm` keeps the merged communication intervals (for the exact compute/comm split).
     `window_unix_us` (Unix-epoch µs, e.g. the timed epochs from steps.json) clips every span to
     that window and drops ops outside it; it needs pid 0's start time (`window_applied`).
+    `engine`: "c" is the compiled scanner (hpcscale.collect._scan), "python" the msgspec path
+    it must agree with; "auto" takes the compiled one when it was built.
     Raises TimelineError when the file is not a Horovod timeline, OSError when unreadable."""
     p = Path(path)
     size = p.stat().st_size
     st: dict[str, Any] = {}
-    folder = _Folder(keep_comm=keep_comm)
-    for events in iter_events(p, chunk_size, st):
-        if window_unix_us is not None and folder.window is None:
-            folder.set_window_unix(events, window_unix_us)
-        folder.fold(events)
+    if engine == "auto":
+        engine = "c" if fast_engine_available() else "python"
+    if engine == "c":
+        from hpcscale.collect.timeline_fast import fold_file
+
+        folder: _Folder = fold_file(p, chunk_size, st, keep_comm, window_unix_us)
+    else:
+        folder = _Folder(keep_comm=keep_comm, window_unix=window_unix_us)
+        for events in iter_events(p, chunk_size, st):
+            folder.fold(events)
     summary = folder.summary(str(p), size, st)
     # A killed job can leave one cut record and nothing else; anything else is not ours.
     unreadable = st["bad_records"] or (st["truncated"] and not st.get("cut_record"))
@@ -794,6 +896,15 @@ def parse_timeline(
     if ranks is not None:
         summary.ranks = ranks
     return summary
+
+
+def fast_engine_available() -> bool:
+    """Whether the compiled scanner was built (it needs a C compiler at install time)."""
+    try:
+        from hpcscale.collect import _scan  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
 def read_start_time(path: str | os.PathLike[str]) -> int | None:

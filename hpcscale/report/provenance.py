@@ -155,5 +155,5 @@ def _revision(prov: dict[str, Any]) -> str | None:
 def _read(path: Path) -> Any:
     try:
         return msgspec.json.decode(path.read_bytes())
-    except (OSError, msgspec.DecodeError):
+    except (OSError, msgspec.DecodeError, UnicodeDecodeError):
         return None
