@@ -101,6 +101,37 @@ def test_bad_records_are_counted_alike(real_runs: RealRuns, tmp_path: Path) -> N
     assert c[0]["problems"]["bad_records"] == 3
 
 
+# Bytes that break JSON in the ways the two engines must judge alike: escapes, quotes, braces,
+# non-UTF-8 and control bytes, numbers too big for int64.
+JUNK = st.one_of(
+    st.binary(min_size=1, max_size=8),
+    st.lists(
+        st.sampled_from(
+            [
+                b"\\",
+                b"\\u",
+                b"\\ud800",
+                b"\\udc00",
+                b"\\u00e9",
+                b'"',
+                b"}",
+                b",{",
+                b"]",
+                b"\x80",
+                b"\xc3\xa9",
+                b"\x01",
+                b" ",
+                b"1.5",
+                b"99999999999999999999",
+                b"-",
+            ]
+        ),
+        min_size=1,
+        max_size=4,
+    ).map(b"".join),
+)
+
+
 @settings(
     max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
@@ -113,7 +144,7 @@ def test_engines_agree_on_cut_and_damaged_files(real_runs: RealRuns, data: st.Da
     del blob[end:]
     if blob and data.draw(st.booleans()):  # overwrite a few bytes somewhere with junk
         at = data.draw(st.integers(0, len(blob) - 1))
-        junk = data.draw(st.binary(min_size=1, max_size=8))
+        junk = data.draw(JUNK)
         blob[at : at + len(junk)] = junk
     with tempfile.NamedTemporaryFile(suffix=".json") as fh:
         fh.write(blob)

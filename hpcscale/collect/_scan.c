@@ -344,6 +344,41 @@ static void init_stop(void) {
     STOP['"'] = STOP['\\'] = 1;
 }
 
+static int hex4(const char *q, const char *end) {
+    if (end - q < 4) return -1;
+    int v = 0;
+    for (int i = 0; i < 4; i++) {
+        char h = q[i];
+        int d = h >= '0' && h <= '9'   ? h - '0'
+                : h >= 'a' && h <= 'f' ? h - 'a' + 10
+                : h >= 'A' && h <= 'F' ? h - 'A' + 10
+                                       : -1;
+        if (d < 0) return -1;
+        v = v * 16 + d;
+    }
+    return v;
+}
+
+/* Length of the escape at q (its backslash), or -1 if invalid: a lone or reversed UTF-16
+   surrogate is invalid too. */
+static Py_ssize_t escape_len(const char *q, const char *end) {
+    if (end - q < 2) return -1;
+    switch (q[1]) {
+    case '"': case '\\': case '/': case 'b': case 'f': case 'n': case 'r': case 't':
+        return 2;
+    case 'u': {
+        int v = hex4(q + 2, end);
+        if (v < 0 || (v >= 0xDC00 && v <= 0xDFFF)) return -1;
+        if (v < 0xD800 || v > 0xDBFF) return 6;
+        if (end - q < 12 || q[6] != '\\' || q[7] != 'u') return -1;
+        int lo = hex4(q + 8, end);
+        return lo >= 0xDC00 && lo <= 0xDFFF ? 12 : -1;
+    }
+    default:
+        return -1;
+    }
+}
+
 /* A string at c->p (at its opening quote): sets [*s, *s + *n) to its raw content. */
 static int scan_string(Cur *c, const char **s, Py_ssize_t *n) {
     if (c->p >= c->end || *c->p != '"') return -1;
@@ -361,12 +396,10 @@ static int scan_string(Cur *c, const char **s, Py_ssize_t *n) {
             return 0;
         }
         if (ch < 0x20) return -1;
-        if (ch == '\\') {
-            if (q + 1 >= c->end) return -1;
-            q += 2;
-            continue;
-        }
-        q++;
+        /* a backslash: the escape must be valid JSON, as msgspec checks even in skipped text */
+        Py_ssize_t used = escape_len(q, c->end);
+        if (used < 0) return -1;
+        q += used;
     }
     return -1;
 }

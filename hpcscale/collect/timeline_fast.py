@@ -16,19 +16,15 @@ import msgspec
 import numpy as np
 
 from hpcscale.collect._scan import Scanner
-from hpcscale.collect.timeline import (
-    _ARGS_DECODER,
-    _BOUNDARY,
-    _ONE_DECODER,
-    CATEGORIES,
+from hpcscale.collect.records import (
+    ARGS_DECODER,
+    BOUNDARY,
     DECODE_ERRORS,
-    SLACK_US,
-    STALE_US,
+    ONE_DECODER,
     Event,
-    _Folder,
     iter_chunks,
-    tensor_bytes,
 )
+from hpcscale.collect.timeline import CATEGORIES, SLACK_US, STALE_US, _Folder, tensor_bytes
 
 # Columns as Scanner.tokenize returns them: phase byte, name code, ts, pid, args code.
 Columns = tuple[bytes, bytes, bytes, bytes, bytes]
@@ -74,7 +70,7 @@ class _CFolder(_Folder):
             sizes = []
             for raw in raws:
                 try:
-                    args = _ARGS_DECODER.decode(raw)
+                    args = ARGS_DECODER.decode(raw)
                 except DECODE_ERRORS:
                     args = None
                 size = None if args is None else tensor_bytes(args.dtype, args.shape)
@@ -94,7 +90,7 @@ class _CFolder(_Folder):
             self._fold_columns(cols)
             return 0
         body = bytes(chunk).strip()[1:-1].strip()
-        pieces = _BOUNDARY.split(body) if body else []
+        pieces = BOUNDARY.split(body) if body else []
         last = len(pieces) - 1
         records = [
             (b"" if i == 0 else b"{") + piece + (b"" if i == last else b"}")
@@ -116,7 +112,7 @@ class _CFolder(_Folder):
                 parts.append(cols)
                 continue
             try:
-                ev: Event = _ONE_DECODER.decode(rec)
+                ev: Event = ONE_DECODER.decode(rec)
             except DECODE_ERRORS:
                 continue
             code = self.scanner.code(msgspec.json.encode(ev.name)[1:-1])
