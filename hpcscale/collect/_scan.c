@@ -429,6 +429,21 @@ static int scan_int(Cur *c, int64_t *out) {
 
 static int skip_value(Cur *c, int depth);
 
+/* After a member or an element: 1 if a ',' follows (another one comes), 0 if `close` ends the
+   object or array (consumed), -1 for anything else. */
+static int next_or_close(Cur *c, char close) {
+    ws(c);
+    if (c->p < c->end && *c->p == ',') {
+        c->p++;
+        return 1;
+    }
+    if (c->p < c->end && *c->p == close) {
+        c->p++;
+        return 0;
+    }
+    return -1;
+}
+
 static int skip_number(Cur *c) {
     const char *q = c->p;
     if (q < c->end && *q == '-') q++;
@@ -481,16 +496,8 @@ static int skip_value(Cur *c, int depth) {
             if (c->p >= c->end || *c->p != ':') return -1;
             c->p++;
             if (skip_value(c, depth + 1) < 0) return -1;
-            ws(c);
-            if (c->p < c->end && *c->p == ',') {
-                c->p++;
-                continue;
-            }
-            if (c->p < c->end && *c->p == '}') {
-                c->p++;
-                return 0;
-            }
-            return -1;
+            int more = next_or_close(c, '}');
+            if (more <= 0) return more;
         }
     case '[':
         c->p++;
@@ -501,16 +508,8 @@ static int skip_value(Cur *c, int depth) {
         }
         for (;;) {
             if (skip_value(c, depth + 1) < 0) return -1;
-            ws(c);
-            if (c->p < c->end && *c->p == ',') {
-                c->p++;
-                continue;
-            }
-            if (c->p < c->end && *c->p == ']') {
-                c->p++;
-                return 0;
-            }
-            return -1;
+            int more = next_or_close(c, ']');
+            if (more <= 0) return more;
         }
     case 't':
         return skip_word(c, "true", 4);
@@ -614,16 +613,9 @@ static int scan_record(Scanner *self, Cur *c, Cols *out) {
         } else if (skip_value(c, 0) < 0) {
             return -1;
         }
-        ws(c);
-        if (c->p < c->end && *c->p == ',') {
-            c->p++;
-            continue;
-        }
-        if (c->p < c->end && *c->p == '}') {
-            c->p++;
-            break;
-        }
-        return -1;
+        int more = next_or_close(c, '}');
+        if (more < 0) return -1;
+        if (!more) break;
     }
     if (!ph) return -1;
 emit:;
@@ -704,17 +696,9 @@ static PyObject *Scanner_tokenize(Scanner *self, PyObject *arg) {
                     bad = 1;
                     break;
                 }
-                ws(&c);
-                if (c.p < c.end && *c.p == ',') {
-                    c.p++;
-                    continue;
-                }
-                if (c.p < c.end && *c.p == ']') {
-                    c.p++;
-                    break;
-                }
-                bad = 1;
-                break;
+                int more = next_or_close(&c, ']');
+                if (more < 0) bad = 1;
+                if (more <= 0) break;
             }
         }
         ws(&c);
