@@ -6,6 +6,7 @@ rebuilt; WAL mode lets `hpcscale status` read from any shell while a submitter w
 
 from __future__ import annotations
 
+import fcntl
 import os
 import sqlite3
 import time
@@ -124,10 +125,19 @@ class Ledger:
     def __init__(self, campaign_dir: str | Path) -> None:
         self.path = Path(campaign_dir) / LEDGER_NAME
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
-        self.db.execute("PRAGMA journal_mode=WAL")
-        self.db.execute("PRAGMA synchronous=NORMAL")
-        self.db.executescript(SCHEMA)
+        # Opening is serialised: two processes switching a new database to WAL at once get
+        # "database is locked" at once, without SQLite's busy timeout ever being consulted.
+        fd = os.open(
+            self.path.with_name(f".{LEDGER_NAME}.open-lock"), os.O_RDWR | os.O_CREAT, 0o644
+        )
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            self.db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+            self.db.execute("PRAGMA journal_mode=WAL")
+            self.db.execute("PRAGMA synchronous=NORMAL")
+            self.db.executescript(SCHEMA)
+        finally:
+            os.close(fd)  # releases the flock
 
     def close(self) -> None:
         self.db.close()
