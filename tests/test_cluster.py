@@ -20,10 +20,10 @@ from hpcscale.backends.slurm.cluster import (
     ClusterInfo,
     LocalCluster,
     check_programs,
-    listening,
     slurm_conf_for_hpcscale,
 )
 from hpcscale.backends.slurm.config import ClusterSpec
+from hpcscale.backends.slurm.probes import listening
 from hpcscale.cli.cluster import app
 from hpcscale.errors import HpcscaleError, UsageError
 from tests.slurm_fixture import (

@@ -14,27 +14,31 @@ import dataclasses
 import fcntl
 import os
 import shutil
-import socket
 import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hpcscale.backends.slurm import loopback, procs
+from hpcscale.backends.slurm import procs
 from hpcscale.backends.slurm.config import (
     JOB_MPI_ENV,
     ClusterSpec,
     Layout,
     default_state_dir,
-    mysql_setup_sql,
     render_slurm_conf,
     render_slurmdbd_conf,
 )
+from hpcscale.backends.slurm.daemons import (
+    MARIADB_TUNING,
+    Progress,
+    Starter,
+    log_of,
+    slurm_cmd,
+)
+from hpcscale.backends.slurm.probes import port_free
 from hpcscale.errors import BackendError, HpcscaleError, UsageError
-
-Progress = Callable[[str], None]
 
 # program -> Debian package that ships it (for the "run make setup" message)
 REQUIRED_PROGRAMS = {
@@ -53,19 +57,6 @@ REQUIRED_PROGRAMS = {
     "scontrol": "slurm-client",
     "cc": "gcc",  # builds the loopback shim (see loopback.py)
 }
-# Small, fast and not durable: this database is a scratch pad for sacct.
-MARIADB_TUNING = [
-    "--innodb-log-file-size=8M",
-    "--innodb-buffer-pool-size=32M",
-    "--innodb-data-file-path=ibdata1:4M:autoextend",
-    "--skip-log-bin",
-]
-MARIADB_RUN_TUNING = [
-    "--innodb-flush-log-at-trx-commit=2",
-    "--skip-innodb-doublewrite",
-    "--max-connections=200",
-]
-READY_TIMEOUT_S = 45.0
 STOP_TIMEOUT_S = 15.0
 UNIX_SOCKET_MAX = 107
 
@@ -144,53 +135,6 @@ def check_programs(search_path: str | None = None) -> dict[str, str]:
     return {p: path for p, path in found.items() if path}
 
 
-def _port_free(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
-def listening(port: int) -> list[str]:
-    """Local addresses with a TCP socket listening on `port` (read from /proc, so probing
-    leaves no "connection closed" noise in daemon logs)."""
-    found = []
-    for table, width in (("/proc/net/tcp", 8), ("/proc/net/tcp6", 32)):
-        try:
-            lines = Path(table).read_text().splitlines()[1:]
-        except OSError:
-            continue
-        for line in lines:
-            cols = line.split()
-            addr, hexport = cols[1].split(":")
-            if cols[3] == "0A" and int(hexport, 16) == port and len(addr) == width:
-                found.append(_ip_from_proc(addr))
-    return found
-
-
-def _ip_from_proc(addr: str) -> str:
-    raw = bytes.fromhex(addr)
-    # /proc prints each 32-bit word in host (little-endian) order
-    words = b"".join(raw[i : i + 4][::-1] for i in range(0, len(raw), 4))
-    family = socket.AF_INET if len(raw) == 4 else socket.AF_INET6
-    return socket.inet_ntop(family, words)
-
-
-def _tcp_open(port: int) -> bool:
-    return bool(listening(port))
-
-
-def _unix_open(path: Path) -> bool:
-    if not path.exists():
-        return False
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-        sock.settimeout(0.5)
-        return sock.connect_ex(str(path)) == 0
-
-
 @contextlib.contextmanager
 def _locked(lay: Layout) -> Iterator[None]:
     """One up/down at a time per state dir (a second one waits)."""
@@ -207,23 +151,6 @@ def _daemon_names(spec: ClusterSpec) -> list[str]:
     return ["munged", "mariadbd", "slurmdbd", "slurmctld"] + [
         f"slurmd-{n}" for n in spec.node_names
     ]
-
-
-def _client_env(lay: Layout) -> dict[str, str]:
-    env = dict(os.environ)
-    env["SLURM_CONF"] = str(lay.slurm_conf)
-    return env
-
-
-def _slurm(lay: Layout, *args: str, timeout: float = 10.0) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        list(args),
-        env=_client_env(lay),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
 
 
 # ---------------------------------------------------------------- the cluster
@@ -293,7 +220,7 @@ class LocalCluster:
             self._check_ports(spec, running)
             self._prepare_files(spec, exe, say)
             try:
-                _Starter(self, spec, exe, running, say).start_all()
+                Starter(self.lay, spec, exe, running, say).start_all()
             except BackendError as exc:
                 raise BackendError(
                     f"{exc}\nThe daemons that did start keep running (`hpcscale cluster status`); "
@@ -406,7 +333,7 @@ class LocalCluster:
             for name, ports in plan.items()
             if name not in running
             for port in ports
-            if not _port_free(port)
+            if not port_free(port)
         ]
         if busy:
             raise BackendError(
@@ -427,7 +354,7 @@ class LocalCluster:
         for name in names:
             rec = records.get(name)
             alive = rec is not None and procs.is_ours(rec)
-            daemons.append(DaemonStatus(name, rec.pid if rec else None, alive, _log_of(lay, name)))
+            daemons.append(DaemonStatus(name, rec.pid if rec else None, alive, log_of(lay, name)))
         ctld_alive = any(d.name == "slurmctld" and d.alive for d in daemons)
         nodes = self._nodes() if ctld_alive else []
         return ClusterInfo(
@@ -443,7 +370,7 @@ class LocalCluster:
 
     def _nodes(self) -> list[NodeStatus]:
         try:
-            res = _slurm(self.lay, "sinfo", "-h", "-N", "-o", "%N|%T|%c|%m", timeout=5)
+            res = slurm_cmd(self.lay, "sinfo", "-h", "-N", "-o", "%N|%T|%c|%m", timeout=5)
         except subprocess.TimeoutExpired:
             return []
         out = []
@@ -506,25 +433,21 @@ class LocalCluster:
     def _cancel_jobs(self, say: Progress) -> None:
         """Jobs' slurmstepd outlive slurmd; end them through SLURM before stopping daemons."""
         try:
-            res = _slurm(self.lay, "squeue", "-h", "-o", "%A", timeout=10)
+            res = slurm_cmd(self.lay, "squeue", "-h", "-o", "%A", timeout=10)
             ids = sorted(set(res.stdout.split()))
             if not ids:
                 return
             say(f"cancelling {len(ids)} job(s)")
-            _slurm(self.lay, "scancel", *ids, timeout=10)
+            slurm_cmd(self.lay, "scancel", *ids, timeout=10)
             deadline = time.monotonic() + 15
             while time.monotonic() < deadline:
-                res = _slurm(self.lay, "squeue", "-h", "-t", "R,CG,S,CF", "-o", "%A", timeout=10)
+                res = slurm_cmd(self.lay, "squeue", "-h", "-t", "R,CG,S,CF", "-o", "%A", timeout=10)
                 if res.returncode == 0 and not res.stdout.strip():
                     return
                 time.sleep(0.2)
             say("some jobs did not end within 15 s; stopping daemons anyway")
         except subprocess.TimeoutExpired:
             say("squeue/scancel timed out; stopping daemons anyway")
-
-
-def _log_of(lay: Layout, name: str) -> str:
-    return str(lay.log / f"{name}.log")
 
 
 def _run_checked(argv: list[str], what: str, log_dir: Path, timeout: float = 30) -> None:
@@ -537,186 +460,6 @@ def _run_checked(argv: list[str], what: str, log_dir: Path, timeout: float = 30)
             raise BackendError(f"{what} did not finish in {timeout:.0f} s; see {log}") from exc
     if res.returncode != 0:
         raise BackendError(f"{what} failed (exit {res.returncode}); {log}:\n{procs.tail(log)}")
-
-
-class _Starter:
-    """Starts the missing daemons in dependency order and waits until each one serves."""
-
-    def __init__(
-        self,
-        cluster: LocalCluster,
-        spec: ClusterSpec,
-        exe: dict[str, str],
-        running: dict[str, procs.ProcRecord],
-        say: Progress,
-    ) -> None:
-        self.lay = cluster.lay
-        self.spec = spec
-        self.exe = exe
-        self.running = running
-        self.say = say
-        self.env = _client_env(self.lay)
-        shim = str(loopback.shim(self.lay.lib))
-        preload = " ".join(p for p in (shim, os.environ.get("LD_PRELOAD", "")) if p)
-        self.slurm_env = {**self.env, "LD_PRELOAD": preload}
-
-    def start_all(self) -> None:
-        lay, spec, exe = self.lay, self.spec, self.exe
-        t0 = time.monotonic()
-        munged = self._start(
-            "munged",
-            [
-                exe["munged"],
-                "--foreground",
-                "--force",  # as root, in a private dir: skip the system-path ownership checks
-                f"--socket={lay.munge_socket}",
-                f"--key-file={lay.munge_key}",
-                f"--pid-file={lay.run / 'munged.pid'}",
-                f"--log-file={lay.log / 'munged.log'}",
-                f"--seed-file={lay.munge_dir / 'munged.seed'}",
-            ],
-        )
-        mariadbd = self._start(
-            "mariadbd",
-            [
-                exe["mariadbd"],
-                "--no-defaults",
-                f"--datadir={lay.db_dir}",
-                f"--socket={lay.mysql_socket}",
-                f"--pid-file={lay.run / 'mariadbd.pid'}",
-                f"--port={spec.mysql_port}",
-                "--bind-address=127.0.0.1",
-                "--user=root",
-                "--skip-name-resolve",
-                f"--log-error={lay.log / 'mariadbd.log'}",
-                *MARIADB_TUNING,
-                *MARIADB_RUN_TUNING,
-            ],
-        )
-        self._wait(munged, self._munge_ok)
-        self._wait(mariadbd, lambda: _unix_open(lay.mysql_socket) and _tcp_open(spec.mysql_port))
-        if mariadbd is not None:
-            self._setup_db()
-        dbd = self._start("slurmdbd", [exe["slurmdbd"], "-D"])
-        self._wait(dbd, lambda: _tcp_open(spec.dbd_port))
-        ctld = self._start("slurmctld", [exe["slurmctld"], "-D", "-f", str(lay.slurm_conf)])
-        self._wait(ctld, lambda: _tcp_open(spec.ctld_port))
-        if ctld is not None and any(f"slurmd-{n}" in self.running for n in spec.node_names):
-            # A new slurmctld marks running slurmd "unknown" until its first ping (~5 s);
-            # asking them to reconfigure makes them register at once.
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                _slurm(lay, "scontrol", "reconfigure", timeout=10)
-        slurmds = [
-            self._start(
-                f"slurmd-{node}", [exe["slurmd"], "-D", "-N", node, "-f", str(lay.slurm_conf)]
-            )
-            for node in spec.node_names
-        ]
-        self._wait_nodes([r for r in slurmds if r is not None])
-        self.say(f"up in {time.monotonic() - t0:.1f} s")
-
-    def _start(self, name: str, argv: list[str]) -> procs.ProcRecord | None:
-        """None when it already runs (and is ours). SLURM daemons get the loopback shim."""
-        if name in self.running:
-            self.say(f"{name}: already running (pid {self.running[name].pid})")
-            return None
-        out = self.lay.log / f"{name}.out"
-        env = self.slurm_env if name.startswith("slurm") else self.env
-        rec = procs.spawn(name, argv, out, env, cwd=self.lay.root)
-        rec.save(self.lay.record(name))
-        return rec
-
-    def _wait(self, rec: procs.ProcRecord | None, ready: Callable[[], bool]) -> None:
-        if rec is None:
-            return
-        t0 = time.monotonic()
-        deadline = t0 + READY_TIMEOUT_S
-        while True:
-            if ready():
-                self.say(f"{rec.name}: ready (pid {rec.pid}, {time.monotonic() - t0:.1f} s)")
-                return
-            if not procs.is_alive(rec.pid):
-                raise BackendError(_failure(rec, self.lay, "exited during start-up"))
-            if time.monotonic() > deadline:
-                raise BackendError(
-                    _failure(rec, self.lay, f"not ready after {READY_TIMEOUT_S:.0f} s")
-                )
-            time.sleep(0.05)
-
-    def _munge_ok(self) -> bool:
-        res = subprocess.run(
-            [self.exe["munge"], "-n", f"--socket={self.lay.munge_socket}"],
-            capture_output=True,
-            check=False,
-            timeout=5,
-        )
-        return res.returncode == 0
-
-    def _setup_db(self) -> None:
-        res = subprocess.run(
-            [
-                self.exe["mariadb"],
-                "--no-defaults",
-                "--protocol=socket",
-                f"--socket={self.lay.mysql_socket}",
-                "-u",
-                "root",
-            ],
-            input=mysql_setup_sql(self.spec),
-            capture_output=True,
-            text=True,
-            check=False,
-            timeout=30,
-        )
-        if res.returncode != 0:
-            raise BackendError(f"creating the slurm DB user failed: {res.stderr.strip()}")
-
-    def _wait_nodes(self, started: list[procs.ProcRecord]) -> None:
-        """All nodes registered with slurmctld and usable (idle, or busy with earlier jobs)."""
-        t0 = time.monotonic()
-        deadline = t0 + READY_TIMEOUT_S
-        expected = set(self.spec.node_names)
-        states: dict[str, str] = {}
-        while True:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                res = _slurm(self.lay, "sinfo", "-h", "-N", "-o", "%N|%T", timeout=5)
-                states = dict(line.split("|", 1) for line in res.stdout.splitlines() if "|" in line)
-            ready = {n for n, s in states.items() if _usable(s)}
-            if expected <= ready:
-                self.say(f"{len(expected)} nodes ready ({time.monotonic() - t0:.1f} s)")
-                return
-            dead = [r for r in started if not procs.is_alive(r.pid)]
-            if dead:
-                raise BackendError(_failure(dead[0], self.lay, "exited during start-up"))
-            if time.monotonic() > deadline:
-                waiting = sorted(expected - ready)
-                rec = next((r for r in started if r.name == f"slurmd-{waiting[0]}"), None)
-                detail = _failure(rec, self.lay, "did not register") if rec else ""
-                raise BackendError(
-                    f"nodes not ready after {READY_TIMEOUT_S:.0f} s: "
-                    + ", ".join(f"{n}={states.get(n, 'missing')}" for n in waiting)
-                    + (f"\n{detail}" if detail else "")
-                )
-            time.sleep(0.1)
-
-
-def _usable(state: str) -> bool:
-    base = state.rstrip("*~#!%$@^-+")
-    return not state.endswith("*") and base in {
-        "idle",
-        "allocated",
-        "mixed",
-        "completing",
-    }
-
-
-def _failure(rec: procs.ProcRecord, lay: Layout, what: str) -> str:
-    log = Path(_log_of(lay, rec.name))
-    shown = log if log.exists() else Path(rec.log)
-    text = f"{rec.name} (pid {rec.pid}) {what}; last lines of {shown}:\n{procs.tail(shown)}"
-    if shown != Path(rec.log):
-        text += f"\n--- {rec.log}:\n{procs.tail(rec.log, 5)}"
-    return text
 
 
 # ---------------------------------------------------------------- for the rest of hpcscale

@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from string import Template
 
+from hpcscale.backends.slurm.probes import port_free
 from hpcscale.errors import UsageError
 
 DEFAULT_PORT_BASE = 17000
@@ -242,14 +243,7 @@ def mysql_setup_sql(spec: ClusterSpec) -> str:
 def port_block_free(base: int) -> bool:
     """Whether every port a cluster at `base` would use (slurmd base..base+64, slurmctld,
     slurmdbd and MariaDB at base+90..92) can be bound on 127.0.0.1 now."""
-    for port in [*range(base, base + 65), base + 90, base + 91, base + 92]:
-        with socket.socket() as sock:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            try:
-                sock.bind(("127.0.0.1", port))
-            except OSError:
-                return False
-    return True
+    return all(port_free(p) for p in [*range(base, base + 65), base + 90, base + 91, base + 92])
 
 
 def first_free_port_base(candidates: Iterable[int]) -> int | None:
