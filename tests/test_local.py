@@ -113,3 +113,18 @@ def test_interrupt_leaves_ledger_consistent_and_resume_finishes(
     assert "failed" in done.stdout
     rows = json.loads(hpcscale("status", "intr", "--json", check=True).stdout)["intr"]
     assert {r["state"] for r in rows} == {"COMPLETED"}
+
+
+def test_gloo_flavour_runs_through_horovodrun(tmp_path: Path, workdir: Path) -> None:
+    """The `local` system's gloo flavour: horovodrun (through the job's Python, with its own
+    launcher options rather than mpirun's), Gloo controller, two real ranks."""
+    camp = tiny_campaign(tmp_path, "gloo", mpi="gloo")
+    assert (
+        "-m horovod.runner.launch -np 1 -H localhost:1 --gloo "
+        in hpcscale("submit", str(camp), "--dry-run", check=True).stdout
+    )
+    proc = hpcscale("submit", str(camp), check=True)
+    assert "2 completed, 0 failed" in proc.stdout
+    for run in (workdir / "gloo" / "runs").iterdir():
+        metrics = json.loads((run / "metrics.json").read_text())
+        assert metrics["ranks"] == json.loads((run / "run.json").read_text())["ranks"]

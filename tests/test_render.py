@@ -214,6 +214,7 @@ def _tree(root: Path) -> dict[str, bytes]:
 @pytest.mark.parametrize("name", ["fusion_sweep.yaml", "cpu_layouts.yaml", "mpi_flavour.yaml"])
 def test_forked_workers_write_what_one_process_writes(name: str, workdir: Path) -> None:
     _, _, serial = render_campaign(CAMPAIGNS / name, workdir, workers=1)
+    assert render_mod.render_workers(len(serial), 3) == 3  # it does fork (no threads running)
     one = _tree(workdir)
     shutil.rmtree(workdir)
     _, _, forked = render_campaign(CAMPAIGNS / name, workdir, workers=3)
@@ -243,6 +244,7 @@ def test_error_in_a_worker_writes_nothing(monkeypatch: pytest.MonkeyPatch, workd
         raise UsageError("value 'x y' cannot go on an #SBATCH line")
 
     _fail_in_last_worker(monkeypatch, fail)
+    assert render_mod.render_workers(20, 2) == 2  # the failing run is a child's
     with pytest.raises(UsageError, match="#SBATCH line"):
         render_campaign(CAMPAIGNS / "fusion_sweep.yaml", workdir, workers=2)
     assert not (workdir / "fusion_sweep" / "runs").exists()
@@ -250,6 +252,7 @@ def test_error_in_a_worker_writes_nothing(monkeypatch: pytest.MonkeyPatch, workd
 
 
 def test_a_dying_worker_writes_nothing(monkeypatch: pytest.MonkeyPatch, workdir: Path) -> None:
+    assert render_mod.render_workers(20, 2) == 2  # else os._exit would end pytest itself
     _fail_in_last_worker(monkeypatch, lambda: os._exit(3))
     with pytest.raises(RuntimeError, match=r"render worker 2/2 died \(exit code 3\)"):
         render_campaign(CAMPAIGNS / "fusion_sweep.yaml", workdir, workers=2)
@@ -268,3 +271,35 @@ def test_bad_worker_count_is_a_usage_error(workdir: Path) -> None:
     assert proc.returncode == 2
     assert "HPCSCALE_RENDER_WORKERS='two'" in proc.stderr and "Traceback" not in proc.stderr
     assert not workdir.exists() or not any(workdir.rglob("*"))
+
+
+def test_mpirun_under_slurm_gets_the_hostfile_it_names(tmp_path: Path, workdir: Path) -> None:
+    """A copied profile with `launcher: mpirun` on SLURM: the script must write the hostfile
+    that the mpirun line reads (`set -u` would stop it otherwise)."""
+    (tmp_path / "sys.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "name": "mpi-slurm",
+                "scheduler": "slurm",
+                "launcher": "mpirun",
+                "cores_per_node": 4,
+                "max_nodes": 4,
+            }
+        )
+    )
+    (tmp_path / "c.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "name": "hostfile",
+                "workload": {"model": "dcgan"},
+                "system": "sys.yaml",
+                "scaling": "weak",
+                "matrix": {"nodes": 2, "layout": "2x2", "batch": 8},
+            }
+        )
+    )
+    _, _, rendered = render_campaign(tmp_path / "c.yaml", workdir)
+    text = (rendered[0].run_dir / "job.sbatch").read_text()
+    assert '--hostfile "$HPCSCALE_HOSTFILE"' in text
+    assert text.index('HPCSCALE_HOSTFILE="$(mktemp') < text.index("mpirun -np 4")
+    assert text.index('> "$HPCSCALE_HOSTFILE"') < text.index("mpirun -np 4")

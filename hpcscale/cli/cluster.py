@@ -29,7 +29,7 @@ StateDir = Annotated[
         "--state-dir",
         envvar="HPCSCALE_CLUSTER_DIR",
         help="Where the cluster keeps config, logs, pids and its database "
-        "[default: ~/.local/share/hpcscale/cluster].",
+        "(default: ~/.local/share/hpcscale/cluster).",
         show_default=False,
     ),
 ]
@@ -43,14 +43,14 @@ def _err() -> Console:
 def up(
     state_dir: StateDir = None,
     nodes: Annotated[
-        int | None, typer.Option("--nodes", help="Virtual compute nodes [default: 4].")
+        int | None, typer.Option("--nodes", help="Virtual compute nodes (default: 4).")
     ] = None,
     cpus_per_node: Annotated[
-        int | None, typer.Option("--cpus-per-node", help="CPUs each node declares [default: 4].")
+        int | None, typer.Option("--cpus-per-node", help="CPUs each node declares (default: 4).")
     ] = None,
     port_base: Annotated[
         int | None,
-        typer.Option("--port-base", help="First of 100 ports on 127.0.0.1 [default: 17000]."),
+        typer.Option("--port-base", help="First of 100 ports on 127.0.0.1 (default: 17000)."),
     ] = None,
 ) -> None:
     """Start the cluster (or the parts that are not running) and wait until nodes are idle."""

@@ -19,7 +19,7 @@ WorkdirOpt = Annotated[
         "-w",
         envvar="HPCSCALE_WORKDIR",
         show_envvar=True,
-        help="where campaigns' run directories live [default: ./hpcscale-runs]",
+        help="where campaigns' run directories live (default: ./hpcscale-runs)",
     ),
 ]
 CampaignArg = Annotated[

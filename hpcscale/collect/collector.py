@@ -36,7 +36,7 @@ from hpcscale.analysis import (
 from hpcscale.collect.metrics import load_metrics
 from hpcscale.collect.split import exact_split, load_steps
 from hpcscale.collect.timeline import NO_COLLECTIVES, TimelineError, parse_timeline
-from hpcscale.core.paths import atomic_write, campaign_dir, find_campaigns
+from hpcscale.core.paths import atomic_write, campaign_dir
 from hpcscale.errors import HpcscaleError, UsageError
 
 RESULTS_PARQUET = "results.parquet"
@@ -346,11 +346,6 @@ def collect(campaign_dir: str | os.PathLike[str], timeline: bool, progress: bool
     df.attrs["problems"] = [(p.run_id, p.reason) for p in res.problems]
     df.attrs["unfinished"] = list(res.unfinished)
     return df
-
-
-def campaign_dirs(wd: str | os.PathLike[str] | None = None) -> list[Path]:
-    """Every campaign directory in the workdir."""
-    return find_campaigns(wd)
 
 
 def load_results(campaign: str, workdir: str | os.PathLike[str] | None = None):

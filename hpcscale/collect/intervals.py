@@ -111,10 +111,3 @@ def intersection(a: npt.ArrayLike, b: npt.ArrayLike) -> Intervals:
 def difference(a: npt.ArrayLike, b: npt.ArrayLike) -> Intervals:
     """Time covered by `a` but not by `b`, as disjoint intervals."""
     return _segments(a, b, "a_only")
-
-
-def union_by_group(groups: npt.ArrayLike, rows: npt.ArrayLike) -> dict[int, Intervals]:
-    """Union of intervals per integer group label (e.g. per category code)."""
-    g = np.asarray(groups, dtype=np.int64)
-    iv = as_intervals(rows)
-    return {int(k): union(iv[g == k]) for k in np.unique(g)}

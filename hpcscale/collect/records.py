@@ -71,10 +71,15 @@ ARGS_DECODER = msgspec.json.Decoder(EventArgs)
 
 def event_args(ev: Event) -> EventArgs | None:
     """The record's `args`, decoded; None when absent or not an object of known fields."""
-    if not ev.args:
+    return decode_args(ev.args)
+
+
+def decode_args(raw: bytes | msgspec.Raw) -> EventArgs | None:
+    """A record's raw `args`, decoded; None when absent or not an object of known fields."""
+    if not raw:
         return None
     try:
-        return ARGS_DECODER.decode(ev.args)
+        return ARGS_DECODER.decode(raw)
     except DECODE_ERRORS:
         return None
 

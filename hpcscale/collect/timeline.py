@@ -25,11 +25,10 @@ import numpy as np
 
 from hpcscale.collect import intervals as iv
 from hpcscale.collect.records import (
-    ARGS_DECODER,
     CHUNK_SIZE,
-    DECODE_ERRORS,
     Event,
     TimelineError,
+    decode_args,
     iter_chunks,
     iter_events,
     iter_raw_records,
@@ -137,10 +136,7 @@ def tensor_bytes(dtype: str | None, shape: str | None) -> int | None:
 
 def args_bytes(raw: bytes) -> int | None:
     """Tensor bytes from a closing E's raw `args` (dtype and shape), None when not there."""
-    try:
-        args = ARGS_DECODER.decode(raw) if raw else None
-    except DECODE_ERRORS:
-        return None
+    args = decode_args(raw)
     return None if args is None else tensor_bytes(args.dtype, args.shape)
 
 
@@ -573,11 +569,8 @@ class _Folder:
         self.max_rank = max(self.max_rank, rank)
 
     def _meta(self, name: str, pid: int, raw_args: bytes | msgspec.Raw) -> None:
-        if name != "process_name" or pid < 0 or not raw_args:
-            return
-        try:
-            args = ARGS_DECODER.decode(raw_args)
-        except DECODE_ERRORS:
+        args = decode_args(raw_args) if name == "process_name" and pid >= 0 else None
+        if args is None:
             return
         if args.start_time_since_epoch_in_micros is not None:
             self.start_time = args.start_time_since_epoch_in_micros

@@ -17,11 +17,11 @@ import numpy as np
 
 from hpcscale.collect._scan import Scanner
 from hpcscale.collect.records import (
-    ARGS_DECODER,
     BOUNDARY,
     DECODE_ERRORS,
     ONE_DECODER,
     Event,
+    decode_args,
     iter_chunks,
 )
 from hpcscale.collect.timeline import CATEGORIES, SLACK_US, STALE_US, _Folder, tensor_bytes
@@ -69,10 +69,7 @@ class _CFolder(_Folder):
         if raws:
             sizes = []
             for raw in raws:
-                try:
-                    args = ARGS_DECODER.decode(raw)
-                except DECODE_ERRORS:
-                    args = None
+                args = decode_args(raw)
                 size = None if args is None else tensor_bytes(args.dtype, args.shape)
                 sizes.append(-1 if size is None else size)
                 self.arg_start.append(

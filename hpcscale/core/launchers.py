@@ -85,12 +85,19 @@ def horovod_env(run: Run) -> dict[str, object]:
     return env
 
 
+def needs_hostfile(run: Run, system: System) -> bool:
+    """Launchers that take their hosts from a file, under a scheduler that hands out nodes: the
+    job script writes $HPCSCALE_HOSTFILE (and $HPCSCALE_HOSTS) before the launch."""
+    return system.scheduler == "slurm" and run.launcher in ("mpirun", "mpirun_rsh", "horovodrun")
+
+
 def launch_argv(
     run: Run, system: System, program: list[object], env_names: list[str]
 ) -> list[object]:
     """Wrap `program` in the run's launcher. `env_names` must reach every rank."""
     n, ppn, cpt = run.ranks, run.tasks_per_node, run.threads_per_task
-    extra: list[object] = list(system.launcher_args)
+    own = system.flavour(run.mpi).launcher_args
+    extra: list[object] = list(system.launcher_args if own is None else own)
     if run.strategy == "mirrored" and run.ranks == 1:
         return program  # one process drives all devices: no MPI launcher needed
     match run.launcher:
@@ -117,7 +124,7 @@ def launch_argv(
             for name in env_names:
                 exports += ["-x", name]
             hosts: list[object] = []
-            if system.scheduler == "slurm":
+            if needs_hostfile(run, system):
                 hosts = ["--hostfile", Raw('"$HPCSCALE_HOSTFILE"')]
             return ["mpirun", "-np", n, *hosts, *bind, *exports, *extra, *program]
         case "mpirun_rsh":
@@ -141,12 +148,16 @@ def launch_argv(
                 knobs += ["--cycle-time-ms", run.cycle_time_ms]
             if run.hierarchical_allreduce:
                 knobs.append("--hierarchical-allreduce")
+            # horovodrun is the console script of this module: through the job's Python it needs
+            # nothing on PATH (a venv need not be activated)
             return [
-                "horovodrun",
+                python_of(system),
+                "-m",
+                "horovod.runner.launch",
                 "-np",
                 n,
                 "-H",
-                Raw('"$HPCSCALE_HOSTS"'),
+                Raw('"$HPCSCALE_HOSTS"') if needs_hostfile(run, system) else f"localhost:{n}",
                 *knobs,
                 *extra,
                 *program,

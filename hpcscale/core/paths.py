@@ -21,6 +21,12 @@ def run_dir(campaign: str, run_id: str, wd: str | Path | None = None) -> Path:
     return campaign_dir(campaign, wd) / "runs" / run_id
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def atomic_write(
     path: Path, text: str | bytes, mode: int | None = None, durable: bool = False
 ) -> None:
@@ -36,8 +42,8 @@ def atomic_write(
             if durable:
                 f.flush()
                 os.fsync(f.fileno())
-        if mode is not None:
-            os.chmod(tmp, mode)
+        # mkstemp makes 0600; a file others read (results, reports) gets the usual mode
+        os.chmod(tmp, mode if mode is not None else 0o666 & ~_umask())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -18,7 +18,7 @@ import jinja2
 import msgspec
 
 from hpcscale.core.gcpause import gc_paused
-from hpcscale.core.launchers import horovod_env, launch_argv, program_argv
+from hpcscale.core.launchers import horovod_env, launch_argv, needs_hostfile, program_argv
 from hpcscale.core.paths import atomic_write, campaign_dir
 from hpcscale.core.run import Run
 from hpcscale.core.shell import Shell, finalize, join, quote
@@ -130,8 +130,7 @@ def render_run(run: Run, system: System, run_dir: Path, rid: str | None = None) 
         "env": env,
         "launch": launch_text,
         "program": program_text,
-        "needs_hostfile": run.launcher in ("mpirun_rsh", "horovodrun")
-        and system.scheduler == "slurm",
+        "needs_hostfile": needs_hostfile(run, system),
         "quote": quote,
     }
     script = _render_template(_template(system), context)

@@ -33,6 +33,9 @@ class Flavour(BaseModel):
     modules: list[str] = Field(default_factory=list)
     env: dict[str, str | int | float] = Field(default_factory=dict)
     launcher: Launcher | None = Field(default=None, description="overrides the system launcher")
+    launcher_args: list[str] | None = Field(
+        default=None, description="overrides the system's launcher_args (they suit its launcher)"
+    )
 
     @field_validator("env")
     @classmethod

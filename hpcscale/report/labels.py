@@ -54,10 +54,8 @@ PARTS: dict[str, tuple[tuple[str, ...], Describe]] = {
     "repeat": (("repeat",), lambda r: f"repeat {int(r['repeat'])}"),
     "fixed_batch": (("fixed_batch",), lambda r: str(r["fixed_batch"])),
 }
-GROUP_PARTS: tuple[str, ...] = (
-    "model",
-    "device",
-    "scaling",
+# The knobs a study varies at a fixed scale (how ranks talk and compute).
+KNOB_PARTS: tuple[str, ...] = (
     "strategy",
     "fusion_threshold_mb",
     "cycle_time_ms",
@@ -65,6 +63,12 @@ GROUP_PARTS: tuple[str, ...] = (
     "mixed_precision",
     "hierarchical_allreduce",
     "layout",
+)
+GROUP_PARTS: tuple[str, ...] = (
+    "model",
+    "device",
+    "scaling",
+    *KNOB_PARTS,
     "batch_per_rank",
     "global_batch",
 )

@@ -76,15 +76,6 @@ OVERLAP_MATCH: dict[str, str] = {
     "Epoch time (s)": "epoch_time_s",
     "Overall communication": "comm_s",
 }
-KNOB_PARTS: tuple[str, ...] = (
-    "strategy",
-    "fusion_threshold_mb",
-    "cycle_time_ms",
-    "fp16_allreduce",
-    "mixed_precision",
-    "hierarchical_allreduce",
-    "layout",
-)
 
 
 def with_setting(
@@ -121,7 +112,7 @@ def _needed(rows: pd.DataFrame, identity: list[str]) -> list[str]:
         cols = identity + [c for p in parts for c in lbl.PARTS[p][0]]
         return len(rows[list(dict.fromkeys(cols))].map(str).drop_duplicates()) if cols else 1
 
-    parts = lbl.varying(rows, KNOB_PARTS)
+    parts = lbl.varying(rows, lbl.KNOB_PARTS)
     full = distinct(parts)
     if distinct([]) == full:
         return []

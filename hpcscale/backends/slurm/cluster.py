@@ -38,6 +38,7 @@ from hpcscale.backends.slurm.daemons import (
     slurm_cmd,
 )
 from hpcscale.backends.slurm.probes import port_free
+from hpcscale.core.shell import quote
 from hpcscale.errors import BackendError, HpcscaleError, UsageError
 
 # program -> Debian package that ships it (for the "run make setup" message)
@@ -102,7 +103,7 @@ class ClusterInfo:
 
     @property
     def export_line(self) -> str:
-        return f"export SLURM_CONF={self.slurm_conf}"
+        return f"export SLURM_CONF={quote(str(self.slurm_conf))}"  # it is eval'd
 
     def to_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)

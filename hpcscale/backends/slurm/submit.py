@@ -20,7 +20,7 @@ from typing import Any
 from hpcscale.backends.slurm import query
 from hpcscale.backends.slurm.cluster import activate
 from hpcscale.core.paths import atomic_write
-from hpcscale.core.render import Rendered
+from hpcscale.core.render import Rendered, job_name
 from hpcscale.errors import BackendError
 from hpcscale.state.ledger import ACTIVE, TERMINAL, Ledger, RunRow
 from hpcscale.state.lock import campaign_lock
@@ -106,7 +106,7 @@ class Batch:
             "sbatch",
             "--parsable",
             f"--array={spec}",
-            f"--job-name=hpcscale.{self.campaign}.{self.token}",
+            f"--job-name={job_name(self.campaign, self.token)}",
             f"--comment=hpcscale:{self.campaign}:{self.token}",
             *self.shape,
             f"--output={adir}/slurm-%A_%a.out",
@@ -197,9 +197,7 @@ def repair(ledger: Ledger, cdir: Path, campaign: str) -> list[str]:
         return []
     adir = _arrays(cdir)
     lists = {p.stem: p for p in adir.glob("a-*.runs")} if adir.is_dir() else {}
-    names = [f"hpcscale.{campaign}.{rid}" for rid in rows] + [
-        f"hpcscale.{campaign}.{tok}" for tok in lists
-    ]
+    names = [job_name(campaign, rid) for rid in rows] + [job_name(campaign, t) for t in lists]
     first = ledger.db.execute("SELECT min(at) FROM events").fetchone()[0] or time.time()
     found, res = query.sacct_by_name(names, since=first - 86400)
     warnings = []
@@ -214,7 +212,7 @@ def repair(ledger: Ledger, cdir: Path, campaign: str) -> list[str]:
     jobs.update({j.job_id: j for j in queued})  # squeue is fresher (sacct lags a few seconds)
     # run id -> (submit time, job id, fields, state) of the newest job found for it
     best: dict[str, tuple[float, str, dict[str, Any], str]] = {}
-    prefix = f"hpcscale.{campaign}."
+    prefix = job_name(campaign, "")
     for j in jobs.values():
         tail = j.name.removeprefix(prefix)
         main, _, idx = j.job_id.partition("_")
