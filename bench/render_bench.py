@@ -352,7 +352,7 @@ def profile_summary(path: Path) -> dict[str, float]:
         ("environment.py", "render"): "jinja Template.render",
         ("render.py", "write_run"): "write_run (files)",
         ("run.py", "as_record"): "Run.as_record",
-        ("paths.py", "atomic_write"): "atomic_write",
+        ("atomic.py", "atomic_write"): "atomic_write",
         ("tempfile.py", "mkstemp"): "tempfile.mkstemp",
         ("pathlib.py", "mkdir"): "Path.mkdir",
         ("~", "<built-in method posix.fsync>"): "os.fsync",

@@ -34,11 +34,12 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from hpcscale.api import render_campaign  # noqa: E402
-from hpcscale.backends.slurm import query  # noqa: E402
+from hpcscale.backends.base import QuietReporter  # noqa: E402
+from hpcscale.backends.slurm import query, sync  # noqa: E402
 from hpcscale.backends.slurm import submit as slurm  # noqa: E402
-from hpcscale.backends.slurm.cluster import LocalCluster  # noqa: E402
-from hpcscale.backends.slurm.config import first_free_port_base  # noqa: E402
 from hpcscale.core.system import SHIPPED_DIR  # noqa: E402
+from hpcscale.devcluster.cluster import LocalCluster  # noqa: E402
+from hpcscale.devcluster.spec import first_free_port_base  # noqa: E402
 from hpcscale.state.ledger import Ledger  # noqa: E402
 
 STAND_IN = """import json, os, sys
@@ -47,11 +48,6 @@ a = sys.argv
 if os.environ.get("SLURM_PROCID", "0") == "0":
     Path(a[a.index("--run-dir") + 1], "metrics.json").write_text(json.dumps({"ok": 1}))
 """
-
-
-class Quiet:
-    def print(self, *args: object, **kw: object) -> None:
-        pass
 
 
 def free_port_base() -> int:
@@ -102,7 +98,13 @@ def submit_and_finish(camp: Path, workdir: Path, array: bool, calls: list[int]) 
         ledger.ensure((r.run.run_id, str(r.run_dir)) for r in rendered)
         t0 = time.perf_counter()
         slurm.submit_runs(
-            rendered, ledger, cdir, force=False, array=array, max_parallel=None, console=Quiet()
+            rendered,
+            ledger,
+            cdir,
+            force=False,
+            array=array,
+            max_parallel=None,
+            reporter=QuietReporter(),
         )
         submitted = time.perf_counter() - t0
         deadline = time.monotonic() + 600
@@ -110,7 +112,7 @@ def submit_and_finish(camp: Path, workdir: Path, array: bool, calls: list[int]) 
             if time.monotonic() > deadline:
                 raise SystemExit("runs did not finish within 600 s")
             time.sleep(0.5)
-            slurm.refresh(ledger, cdir)
+            sync.refresh(ledger, cdir)
         finished = time.perf_counter() - t0
         states = {r.state for r in ledger.rows()}
     if states != {"COMPLETED"}:
@@ -153,8 +155,7 @@ def status_bench(tmp: Path) -> dict:
         ledger.ensure((rid, str(cdir)) for rid in ids)
         times = []
         for _ in range(3):
-            slurm._record(
-                ledger,
+            ledger.apply(
                 [
                     (
                         rid,
@@ -171,7 +172,7 @@ def status_bench(tmp: Path) -> dict:
                 ],
             )
             t0 = time.perf_counter()
-            warnings = slurm.refresh(ledger, cdir)
+            warnings = sync.refresh(ledger, cdir).warnings
             times.append(time.perf_counter() - t0)
             done = sum(r.state == "COMPLETED" for r in ledger.rows())
             if done != 1000 or warnings:

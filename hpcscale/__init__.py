@@ -1,29 +1,44 @@
 """hpcscale: distributed deep-learning scaling studies, from a campaign YAML to a report.
 
-The core imports neither TensorFlow nor Horovod; only `jobs/` needs them.
+The core imports neither TensorFlow nor Horovod; only `jobs/` needs them. The Python API is
+`hpcscale.api` (plan, render, submit, status, cancel, resubmit, collect, report,
+load_results); its functions are also reachable here, imported on first use.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 __version__ = "0.1.0"
 
-if TYPE_CHECKING:  # pragma: no cover
-    import pandas as pd
-
-
-def load_results(campaign: str, workdir: str | None = None) -> pd.DataFrame:
-    """The tidy table (one row per run) that `hpcscale collect` gathers, for notebooks."""
-    from hpcscale.collect.collector import load_results as _load
-
-    return _load(campaign, workdir=workdir)
+_API = frozenset(
+    {
+        "plan",
+        "render",
+        "submit",
+        "status",
+        "cancel",
+        "resubmit",
+        "collect",
+        "report",
+        "load_results",
+        "load_campaign",
+        "expand",
+        "render_campaign",
+    }
+)
 
 
 def __getattr__(name: str) -> Any:
-    # Keep `import hpcscale` cheap: the API is imported on first use.
-    if name in {"load_campaign", "expand", "render_campaign"}:
+    # Keep `import hpcscale` cheap: the API (pydantic, jinja2, ...) is imported on first use.
+    if name in _API:
         from hpcscale import api
+        from hpcscale.core.campaign import load_campaign
+        from hpcscale.core.expand import expand
 
-        return getattr(api, name)
+        return {"load_campaign": load_campaign, "expand": expand}.get(name) or getattr(api, name)
     raise AttributeError(name)
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_API})

@@ -1,40 +1,347 @@
-"""The typed Python API the CLI is a thin layer over."""
+"""The whole Python API: every command of the CLI is one call here, returning typed objects.
+
+    import hpcscale.api as hs
+    planned = hs.plan("campaigns/quickstart.yaml")            # runs, excluded cells, axes
+    sub = hs.submit("campaigns/quickstart.yaml")              # render + run (local) / sbatch
+    [st] = hs.status("quickstart")                            # ledger rows, refreshed
+    hs.collect("quickstart", timeline=True)
+    hs.report("quickstart")
+    df = hs.load_results("quickstart")
+
+The CLI (hpcscale.cli) only parses options and draws these results with rich.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import shutil
+from collections.abc import Iterable, Sequence
+from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
+from hpcscale.backends import FOR_SCHEDULER, REGISTRY, backend_class
+from hpcscale.backends.base import (
+    Backend,
+    BackendOptions,
+    QuietReporter,
+    Refreshed,
+    Reporter,
+    Submission,
+)
 from hpcscale.core.campaign import LoadedCampaign, load_campaign
 from hpcscale.core.expand import Plan, expand
 from hpcscale.core.gcpause import gc_paused
-from hpcscale.core.paths import campaign_dir
+from hpcscale.core.paths import campaign_dir, select_campaigns
+from hpcscale.core.paths import workdir as resolve_workdir
 from hpcscale.core.render import Rendered, render_all
+from hpcscale.core.system import System
+from hpcscale.core.where import ConditionError, holds
+from hpcscale.errors import BackendError, HpcscaleError, UsageError
+from hpcscale.results import CampaignStatus, Cancelled, Planned, RenderedCampaign
+from hpcscale.state.ledger import Ledger, RunRow
+from hpcscale.state.states import DEFAULT_RESUBMIT, TERMINAL, RunState
 
-__all__ = ["Plan", "expand", "load_campaign", "plan_campaign", "render_campaign"]
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from hpcscale.collect.collector import Collected
+    from hpcscale.report.build import BuildResult
+
+PathLike = str | Path
+
+__all__ = [
+    "CampaignStatus",
+    "Cancelled",
+    "Planned",
+    "RenderedCampaign",
+    "Submission",
+    "cancel",
+    "collect",
+    "load_results",
+    "plan",
+    "render",
+    "report",
+    "resubmit",
+    "status",
+    "submit",
+]
 
 
-def plan_campaign(path: str | Path) -> tuple[LoadedCampaign, Plan]:
-    lc = load_campaign(path)
+# ---------------------------------------------------------------- plan, render
+
+
+def plan(campaign: PathLike, *, system: PathLike | None = None) -> Planned:
+    """Validate a campaign and expand it into runs; writes nothing. `system` (a profile name
+    or path) overrides the campaign's `system:`."""
+    lc = load_campaign(campaign, system)
     with gc_paused():
-        return lc, expand(lc)
+        return Planned(lc, expand(lc))
+
+
+def render(
+    campaign: PathLike,
+    workdir: PathLike | None = None,
+    *,
+    system: PathLike | None = None,
+    workers: int | None = None,
+) -> RenderedCampaign:
+    """Validate, expand and write every run's job.sbatch and run.json (a first render: all or
+    nothing). `workers`: processes to render with (None: by campaign size and CPUs)."""
+    planned = plan(campaign, system=system)
+    lc = planned.loaded
+    text = Path(lc.path).read_text(encoding="utf-8")
+    wd = Path(workdir) if workdir else None
+    rendered = render_all(planned.runs, lc.system, wd, text, workers=workers)
+    return RenderedCampaign(planned, campaign_dir(lc.campaign.name, wd), rendered)
+
+
+def plan_campaign(path: PathLike, system: PathLike | None = None) -> tuple[LoadedCampaign, Plan]:
+    """`plan` as a (campaign, expansion) pair."""
+    p = plan(path, system=system)
+    return p.loaded, p.expansion
 
 
 def render_campaign(
-    path: str | Path, workdir: str | Path | None = None, *, workers: int | None = None
+    path: PathLike,
+    workdir: PathLike | None = None,
+    *,
+    workers: int | None = None,
+    system: PathLike | None = None,
 ) -> tuple[LoadedCampaign, Plan, list[Rendered]]:
-    """Validate, expand and write every run's job.sbatch and run.json (all or nothing).
-    `workers`: processes to render with (None: by campaign size and CPUs)."""
-    lc, plan = plan_campaign(path)
-    text = Path(lc.path).read_text(encoding="utf-8")
-    rendered = render_all(
-        plan.runs, lc.system, Path(workdir) if workdir else None, text, workers=workers
-    )
-    return lc, plan, rendered
+    """`render` as a (campaign, expansion, rendered runs) triple."""
+    r = render(path, workdir, system=system, workers=workers)
+    return r.planned.loaded, r.planned.expansion, r.runs
 
 
-def campaign_path_of(name_or_path: str, workdir: str | Path | None = None) -> Path:
-    """A campaign YAML path, or a campaign name whose resolved copy lives in the workdir."""
-    p = Path(name_or_path)
-    if p.suffix in (".yaml", ".yml") or p.exists():
-        return p
-    return campaign_dir(name_or_path, workdir) / "campaign.yaml"
+# ---------------------------------------------------------------- submit
+
+
+def backend_for(system: System, requested: str | None = None) -> str:
+    """The backend to submit with: the one asked for, else the one the profile's scheduler
+    implies (SLURM only where sbatch is on PATH: say what to do instead)."""
+    if requested is not None:
+        if requested not in REGISTRY:
+            raise UsageError(f"unknown backend {requested!r}; known: {', '.join(REGISTRY)}")
+        return requested
+    name = FOR_SCHEDULER[system.scheduler]
+    if name == "slurm" and not shutil.which("sbatch"):
+        raise UsageError(
+            "the system profile queues with SLURM but `sbatch` is not on PATH; "
+            "use --dry-run to see the scripts, --backend local to run here, "
+            'or `eval "$(hpcscale cluster up)"` for a local SLURM cluster'
+        )
+    return name
+
+
+def open_backend(name: str, cdir: Path, reporter: Reporter | None = None) -> Backend:
+    return backend_class(name)(cdir, reporter)
+
+
+def submit(
+    campaign: PathLike,
+    workdir: PathLike | None = None,
+    *,
+    backend: str | None = None,
+    system: PathLike | None = None,
+    options: BackendOptions | None = None,
+    dry_run: bool = False,
+    reporter: Reporter | None = None,
+    check: bool = True,
+) -> Submission:
+    """Render a campaign and submit what is not yet submitted or done. `backend`: slurm, local
+    or dry (default: by the system's scheduler); `dry_run`: describe through that backend and
+    submit nothing. With `check`, rejected or failed runs raise after everything else ran."""
+    rc = render(campaign, workdir, system=system)
+    sys_ = rc.planned.system
+    if dry_run or backend == "dry":
+        target_name = FOR_SCHEDULER[sys_.scheduler] if backend in (None, "dry") else backend
+        target = open_backend(target_name, rc.directory, reporter)
+        dry = backend_class("dry")(rc.directory, reporter, target=target)  # type: ignore[call-arg]
+        return dry.submit(rc.runs, None, dry.options(options))  # type: ignore[arg-type]
+    chosen = open_backend(backend_for(sys_, backend), rc.directory, reporter)
+    opts = chosen.options(options)
+    with Ledger(rc.directory) as ledger:
+        ledger.ensure((r.run.run_id, str(r.run_dir)) for r in rc.runs)
+        out = chosen.submit(rc.runs, ledger, opts)
+    if check:
+        raise_for(out)
+    return out
+
+
+def raise_for(out: Submission) -> None:
+    """Rejected or failed runs as an error (exit 1), naming them."""
+    if out.rejected:
+        raise BackendError("\n".join(out.errors) or f"{len(out.rejected)} run(s) rejected")
+    if out.failed:
+        raise HpcscaleError(
+            f"{len(out.failed)} run(s) failed: {', '.join(out.failed)} (see `hpcscale status`)"
+        )
+
+
+# ---------------------------------------------------------------- status, cancel, resubmit
+
+
+def submitted_campaigns(campaign: str | None, workdir: PathLike | None = None) -> list[Path]:
+    """Campaign directories with a ledger (status and control need one)."""
+    dirs = [d for d in select_campaigns(campaign, workdir) if (d / "ledger.sqlite").exists()]
+    if not dirs:
+        raise UsageError(
+            f"no submitted campaign{' ' + repr(campaign) if campaign else 's'} in "
+            f"{resolve_workdir(workdir)} (submit it first)"
+        )
+    return dirs
+
+
+def refresh(cdir: Path, ledger: Ledger, reporter: Reporter | None = None) -> Refreshed:
+    """Bring the ledger up to date with every backend that has runs in it."""
+    rows = ledger.rows()
+    out = Refreshed()
+    for name in REGISTRY:
+        b = open_backend(name, cdir, reporter)
+        if b.in_use(rows):
+            out += b.refresh(ledger)
+    return out
+
+
+def status(campaign: str | None = None, workdir: PathLike | None = None) -> list[CampaignStatus]:
+    """Each submitted campaign's runs (all in the workdir when `campaign` is None)."""
+    out = []
+    for cdir in submitted_campaigns(campaign, workdir):
+        with Ledger(cdir) as ledger:
+            r = refresh(cdir, ledger)
+            out.append(CampaignStatus(cdir.name, cdir, ledger.rows(), r.changes, r.warnings))
+    return out
+
+
+def select(rows: Iterable[RunRow], where: str | None) -> list[RunRow]:
+    """Rows whose run fields (run.json) and ledger fields satisfy `where`."""
+    from hpcscale.formats.run_record import load_run_record
+
+    rows = list(rows)
+    if not where:
+        return rows
+    chosen = []
+    for row in rows:
+        names: dict[str, Any] = {}
+        # a run whose record is gone can still be chosen by its ledger fields
+        with contextlib.suppress(HpcscaleError):
+            names.update(load_run_record(Path(row.run_dir) / "run.json").names())
+        names.update(row.__dict__)
+        names["state"] = str(row.state)
+        try:
+            keep = holds(where, names)
+        except ConditionError as exc:
+            raise UsageError(f"--where: {exc}") from None
+        if keep:
+            chosen.append(row)
+    return chosen
+
+
+def cancel(
+    campaign: str,
+    where: str | None = None,
+    workdir: PathLike | None = None,
+    *,
+    reporter: Reporter | None = None,
+) -> list[Cancelled]:
+    """Cancel a campaign's queued and running runs (those matching `where`)."""
+    out = []
+    for cdir in submitted_campaigns(campaign, workdir):
+        with Ledger(cdir) as ledger:
+            warnings = refresh(cdir, ledger, reporter).warnings
+            rows = ledger.rows()
+            select(rows[:1], where)  # a bad condition is an error even with nothing to cancel
+            chosen = select([r for r in rows if not r.terminal and r.backend], where)
+            jobs: list[str] = []
+            for name in sorted({r.backend for r in chosen if r.backend}):
+                ids = [r.run_id for r in chosen if r.backend == name]
+                jobs += open_backend(name, cdir, reporter).cancel(ledger, ids)
+        out.append(Cancelled(cdir.name, [r.run_id for r in chosen], jobs, warnings))
+    return out
+
+
+def resubmit(
+    campaign: str,
+    workdir: PathLike | None = None,
+    *,
+    states: Sequence[RunState | str] = DEFAULT_RESUBMIT,
+    options: BackendOptions | None = None,
+    reporter: Reporter | None = None,
+    check: bool = True,
+) -> list[Submission]:
+    """Submit again the runs that ended in one of `states`, each through the backend that ran
+    it, from the scripts in their run directories (same run ids, same directories)."""
+    wanted = {RunState.parse(str(s)) for s in states}
+    unknown = {str(s) for s in states} - {str(s) for s in TERMINAL}
+    if unknown:
+        raise UsageError(
+            f"--state: {', '.join(sorted(unknown))} not an end state "
+            f"(one of {', '.join(sorted(map(str, TERMINAL)))})"
+        )
+    (cdir,) = submitted_campaigns(campaign, workdir)
+    say = reporter or QuietReporter()
+    out = []
+    with Ledger(cdir) as ledger:
+        for w in refresh(cdir, ledger, reporter).warnings:
+            say.warn(w)
+        rows = [r for r in ledger.rows() if r.state in wanted and r.backend]
+        if rows:
+            said = ", ".join(sorted(map(str, wanted)))
+            say.info(f"resubmitting {len(rows)} run(s) in state {said}")
+        for name in sorted({r.backend for r in rows if r.backend}):
+            b = open_backend(name, cdir, reporter)
+            todo = [Rendered.from_run_dir(Path(r.run_dir)) for r in rows if r.backend == name]
+            out.append(b.submit(todo, ledger, replace(b.options(options), force=True)))
+    if check:
+        for sub in out:
+            raise_for(sub)
+    return out
+
+
+# ---------------------------------------------------------------- collect, report, results
+
+
+def collect(
+    campaign: str | None = None,
+    workdir: PathLike | None = None,
+    *,
+    timeline: bool = False,
+    progress: bool = False,
+) -> list[Collected]:
+    """Gather finished runs' metrics (and timelines) into each campaign's results table."""
+    from hpcscale.collect.collector import collect_campaign
+
+    return [
+        collect_campaign(d, timeline=timeline, progress=progress)
+        for d in select_campaigns(campaign, workdir)
+    ]
+
+
+def report(
+    campaign: str | None = None,
+    workdir: PathLike | None = None,
+    *,
+    out: PathLike | None = None,
+    formats: Sequence[str] | None = None,
+) -> BuildResult:
+    """Write the scaling report (index.md, index.html, figures; CSV/Parquet on request) of one
+    campaign, or of every campaign in the workdir. Reference results are in the return value."""
+    from hpcscale.report.build import DEFAULT_FORMATS, build
+    from hpcscale.report.data import campaign_source
+
+    wd = resolve_workdir(workdir)
+    dirs = select_campaigns(campaign, wd)
+    sources = {}
+    if campaign is not None and Path(campaign).suffix in (".yaml", ".yml"):
+        # the campaign file named: its references are the ones to check, not the copy's
+        sources = {dirs[0]: campaign_source(dirs[0], Path(campaign))}
+    out_dir = Path(out) if out else (dirs[0] / "report" if len(dirs) == 1 else wd / "report")
+    return build(dirs, out_dir.absolute(), list(formats or DEFAULT_FORMATS), sources=sources)
+
+
+def load_results(campaign: str, workdir: PathLike | None = None) -> pd.DataFrame:
+    """The tidy table (one row per run) that `collect` gathers, for notebooks."""
+    from hpcscale.collect.collector import load_results as _load
+
+    return _load(campaign, workdir=workdir)

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
+from hpcscale.formats.job_cli import DEFAULT_CROSS_DEVICE_OPS
 from jobs.compat import KERAS3, build_optimizer, optimizer_variables, tf_variables
 from jobs.config import JobConfig, JobUsageError, gpu_only_message
 
@@ -225,7 +226,7 @@ class MirroredContext(DistContext):
 
     def __init__(self, cfg: JobConfig) -> None:
         super().__init__(cfg)
-        op = cfg.cross_device_ops or "reduce_to_one"
+        op = cfg.cross_device_ops or DEFAULT_CROSS_DEVICE_OPS
         if cfg.device == "gpu":
             _configure_devices(cfg, logical_cpus=1)
             gpus = tf.config.list_logical_devices("GPU")

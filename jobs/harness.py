@@ -5,8 +5,8 @@ context (threads, devices, hvd.init or MirroredStrategy) -> seed (seed + rank) -
 -> the model file builds networks, optimizers and its train step -> rank 0's variables are
 broadcast -> `--burn-in-steps` untimed steps (graph tracing) -> `--epochs` timed epochs of
 `steps_per_epoch` steps -> batch-norm statistics averaged over ranks -> optional weight check ->
-hvd.shutdown() -> rank 0 writes timeline.json (copied), steps.json (format: jobs/steps.py) and
-last metrics.json (schema: hpcscale/collect/metrics.py), each atomically.
+hvd.shutdown() -> rank 0 writes timeline.json (copied), steps.json and last metrics.json
+(formats: hpcscale/formats/), each atomically and durably.
 
 Measurements follow the seed studies: epoch wall time on rank 0; images/s =
 global_batch * steps_per_epoch / epoch time (all ranks' images); fit time = sum of epoch times;
@@ -24,34 +24,25 @@ import socket
 import sys
 import time
 from collections import defaultdict
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import tensorflow as tf
 
+from hpcscale.formats.atomic import atomic_write
+from hpcscale.formats.metrics import SCHEMA_VERSION as METRICS_SCHEMA_VERSION
+from hpcscale.formats.metrics import encode_metrics, metrics_from_dict
+from hpcscale.formats.steps import encode_steps
 from jobs.compat import keras_version, optimizer_variables
 from jobs.config import JobConfig, JobUsageError, percentile
 from jobs.data import make_data
 from jobs.distribute import DistContext, make_context
-from jobs.files import write_atomic
 from jobs.models import module_of
 from jobs.provenance import provenance
 from jobs.steps import StepLog
 from jobs.timeline import TimelineSwitch
 
 EXIT_SYNC_MISMATCH = 3
-
-
-def _import_metrics_schema() -> Any:
-    """The schema lives in the core package; make the checkout importable when it is not
-    installed (jobs run from a clone on the cluster)."""
-    repo = str(Path(__file__).resolve().parents[1])
-    if repo not in sys.path:
-        sys.path.insert(0, repo)
-    from hpcscale.collect import metrics
-
-    return metrics
 
 
 def log0(ctx: DistContext, msg: str) -> None:
@@ -61,17 +52,16 @@ def log0(ctx: DistContext, msg: str) -> None:
 
 def run(cfg: JobConfig) -> int:
     """Train and write the outputs; the process exit code."""
-    schema = _import_metrics_schema()
     started = time.time()
     switch = TimelineSwitch(cfg.timeline, cfg.mark_cycles, cfg.timeline_dir)
     switch.arm()
     try:
-        return _run(cfg, schema, started, switch)
+        return _run(cfg, started, switch)
     finally:
         switch.cleanup()
 
 
-def _run(cfg: JobConfig, schema: Any, started: float, switch: TimelineSwitch) -> int:
+def _run(cfg: JobConfig, started: float, switch: TimelineSwitch) -> int:
     ctx = make_context(cfg)
     if cfg.debug_desync and ctx.size < 2:
         raise JobUsageError("--debug-desync needs at least 2 Horovod ranks")
@@ -132,7 +122,7 @@ def _run(cfg: JobConfig, schema: Any, started: float, switch: TimelineSwitch) ->
     ctx.shutdown()
 
     if ctx.rank == 0:
-        _write_outputs(cfg, schema, ctx, wl, data, log, switch, started, burn_in_s,
+        _write_outputs(cfg, ctx, wl, data, log, switch, started, burn_in_s,
                        (epoch_times, epoch_cpu), dict(history), hostnames, sync)  # fmt: skip
     if sync is not None and not sync["identical"]:
         if ctx.rank == 0:
@@ -182,7 +172,6 @@ def _param_counts(networks: list[Any]) -> dict[str, dict[str, int]]:
 
 def _write_outputs(
     cfg: JobConfig,
-    schema: Any,
     ctx: DistContext,
     wl: Any,
     data: Any,
@@ -195,17 +184,15 @@ def _write_outputs(
     hostnames: list[str],
     sync: dict[str, Any] | None,
 ) -> None:
-    import msgspec
-
     epoch_times, epoch_cpu = epoch_clocks
     switch.collect(cfg.run_dir)
-    write_atomic(cfg.run_dir / "steps.json", msgspec.json.encode(log.to_json(ctx.rank)))
+    atomic_write(cfg.run_dir / "steps.json", encode_steps(log.to_file(ctx.rank)), durable=True)
     durations = sorted(log.durations_ms())
     params = _param_counts(wl.networks)
     accuracy = history.pop("accuracy", None)
     lr = cfg.lr if cfg.lr is not None else module_of(cfg.model).DEFAULT_LR
     record = {
-        "schema_version": schema.SCHEMA_VERSION,
+        "schema_version": METRICS_SCHEMA_VERSION,
         "workload": cfg.workload,
         "model": cfg.model,
         "strategy": ctx.strategy_name,
@@ -252,5 +239,5 @@ def _write_outputs(
             tf.__version__, keras_version(), ctx.versions()["horovod"], hostnames, list(cfg.argv)
         ),
     }
-    metrics = schema.metrics_from_dict(record)
-    write_atomic(cfg.run_dir / "metrics.json", schema.encode_metrics(metrics))
+    metrics = metrics_from_dict(record)
+    atomic_write(cfg.run_dir / "metrics.json", encode_metrics(metrics), durable=True)

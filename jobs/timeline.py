@@ -15,7 +15,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from jobs.files import copy_atomic
+from hpcscale.formats.atomic import atomic_copy
 
 
 class TimelineSwitch:
@@ -45,7 +45,7 @@ class TimelineSwitch:
         if path is None or not path.exists():
             return None
         dst = run_dir / "timeline.json"
-        copy_atomic(path, dst)
+        atomic_copy(path, dst)
         return dst.stat().st_size
 
     def cleanup(self) -> None:

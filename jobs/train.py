@@ -13,6 +13,13 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:  # run as a script: make `jobs` (and `hpcscale`) importable
     sys.path.insert(0, str(REPO))
 
+from hpcscale.formats.job_cli import (  # noqa: E402
+    JOB_FLAGS,
+    non_negative,
+    non_negative_float,
+    positive,
+    positive_float,
+)
 from jobs.config import (  # noqa: E402
     JobConfig,
     JobUsageError,
@@ -25,7 +32,7 @@ from jobs.models import MODELS, min_image_size, workload_of  # noqa: E402
 DESCRIPTION = """\
 Train one model data-parallel and measure it: epoch wall time, global images/s, losses
 (accuracy for CNNs), step-time percentiles. Rank 0 writes into --run-dir:
-  metrics.json   every figure plus provenance (schema: hpcscale/collect/metrics.py)
+  metrics.json   every figure plus provenance (schema: hpcscale/formats/metrics.py)
   steps.json     each timed step's start/end on the monotonic clock + Unix-epoch anchor
   timeline.json  the Horovod timeline, with --timeline (written node-locally, copied at the end)
 
@@ -49,34 +56,6 @@ examples:
 """
 
 
-def positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
-
-
-def non_negative(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
-    return value
-
-
-def positive_float(text: str) -> float:
-    value = float(text)
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
-    return value
-
-
-def non_negative_float(text: str) -> float:
-    value = float(text)
-    if not value >= 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
-    return value
-
-
 class OneLineParser(argparse.ArgumentParser):
     """Errors as one line (under mpirun every rank prints it; a usage block per rank is noise)."""
 
@@ -92,15 +71,11 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     g = p.add_argument_group("run")
-    g.add_argument("--model", required=True, choices=sorted(MODELS), help="network to train")
-    g.add_argument("--run-dir", required=True, type=Path, help="where rank 0 writes its outputs")
-    g.add_argument(
-        "--batch-per-rank",
-        type=positive,
-        default=32,
-        help="images per rank per step (per device under mirrored); default 32",
-    )
-    g.add_argument("--epochs", type=positive, default=1, help="timed epochs; default 1")
+    f = JOB_FLAGS  # the flags hpcscale sets, defined with the renderer's side (job_argv)
+    f["model"].add_to(g, choices=sorted(MODELS))
+    f["run_dir"].add_to(g)
+    f["batch_per_rank"].add_to(g)
+    f["epochs"].add_to(g)
     g.add_argument(
         "--steps-per-epoch",
         type=positive,
@@ -113,7 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=1,
         help="untimed training steps before epoch 1 (graph tracing); default 1",
     )
-    g.add_argument("--seed", type=int, default=42, help="rank r seeds with seed + r; default 42")
+    f["seed"].add_to(g)
     g.add_argument(
         "--check-sync",
         action="store_true",
@@ -171,50 +146,11 @@ def build_parser() -> argparse.ArgumentParser:
         default=10.0,
         help="wgan_gp gradient-penalty weight; default 10",
     )
-    g.add_argument(
-        "--mixed-precision",
-        action="store_true",
-        help="tf.keras.mixed_precision: mixed_float16 + loss scaling on GPU, mixed_bfloat16 on CPU",
-    )
+    f["mixed_precision"].add_to(g)
 
     g = p.add_argument_group("distribution")
-    g.add_argument(
-        "--strategy",
-        choices=["horovod", "mirrored"],
-        default="horovod",
-        help="horovod: one process per rank (mpirun/srun); mirrored: one process, "
-        "tf.distribute.MirroredStrategy over --devices; default horovod",
-    )
-    g.add_argument(
-        "--cross-device-ops",
-        choices=["nccl", "reduce_to_one", "hierarchical_copy"],
-        default=None,
-        help="mirrored only: gradient reduction (nccl and hierarchical_copy need "
-        "GPUs); default reduce_to_one",
-    )
-    g.add_argument(
-        "--devices",
-        type=positive,
-        default=None,
-        help="mirrored only: replicas (GPUs, or logical CPU devices with --device cpu); default 1",
-    )
-    g.add_argument(
-        "--fp16-allreduce",
-        action="store_true",
-        help="horovod only: compress gradients to float16 on the wire",
-    )
-    g.add_argument(
-        "--device",
-        choices=["cpu", "gpu"],
-        default="cpu",
-        help="cpu hides GPUs; gpu pins one GPU per local rank; default cpu",
-    )
-    g.add_argument(
-        "--threads",
-        type=positive,
-        default=None,
-        help="TensorFlow intra-op (and tf.data) threads per rank; default: all cores",
-    )
+    for name in ("strategy", "cross_device_ops", "devices", "fp16_allreduce", "device", "threads"):
+        f[name].add_to(g)
     g.add_argument(
         "--inter-op-threads",
         type=positive,
@@ -223,16 +159,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     g = p.add_argument_group("timeline (horovod only)")
-    g.add_argument(
-        "--timeline",
-        action="store_true",
-        help="record the Horovod timeline node-locally, copy to RUN_DIR/timeline.json",
-    )
-    g.add_argument(
-        "--mark-cycles",
-        action="store_true",
-        help="mark Horovod cycles in the timeline (HOROVOD_TIMELINE_MARK_CYCLES=1)",
-    )
+    f["timeline"].add_to(g)
+    f["mark_cycles"].add_to(g)
     g.add_argument(
         "--timeline-dir",
         type=Path,

@@ -3,8 +3,9 @@
 Wire it in tests/conftest.py with `from tests.slurm_fixture import slurm_cluster  # noqa: F401`.
 The cluster lives in a pytest tmp dir on a free port block (never the default 17000 block a
 developer's own `hpcscale cluster up` uses), SLURM_CONF points at it for the whole session
-(submitit's sacct calls read os.environ), and it is stopped at session end even when tests fail
-or `up` itself fails half-way. Its logs stay in the tmp dir for post-mortems.
+(the only way the SLURM backend, submitit's sacct calls included, finds a cluster), and it is
+stopped at session end even when tests fail or `up` itself fails half-way. Its logs stay in
+the tmp dir for post-mortems.
 """
 
 from __future__ import annotations
@@ -18,8 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from hpcscale.backends.slurm.cluster import ClusterInfo, LocalCluster, check_programs
-from hpcscale.backends.slurm.config import first_free_port_base
+from hpcscale.devcluster.cluster import LocalCluster
+from hpcscale.devcluster.preflight import check_programs
+from hpcscale.devcluster.spec import first_free_port_base
+from hpcscale.devcluster.status import ClusterInfo
 from hpcscale.errors import HpcscaleError
 
 TEST_PORT_BASES = range(27000, 29000, 100)

@@ -32,16 +32,20 @@ from hpcscale.analysis.overlap import split
 from hpcscale.analysis.references import (
     ReferenceItemError,
     all_passed,
+    bounds,
     check_references,
     parse_reference,
 )
 from hpcscale.analysis.targets import (
+    campaign_targets,
+    fold_targets,
     loss_series,
     plateau_index,
     targets,
     time_to_plateau,
     time_to_target,
 )
+from hpcscale.core.campaign import Reference
 
 CELEBA = 202_599  # seed 001: "ThrPut = 202599 / one-epoch time"
 
@@ -1114,12 +1118,38 @@ def test_targets_frame_per_run_against_ranks() -> None:
     assert out.loc[32, "epochs_to_target"] == 4 and out.loc[32, "time_to_target_s"] == 360.0
     assert np.isnan(out.loc[64, "time_to_target_s"])
     assert out["plateau_epoch"].isna().all()
-    table = tables.time_to_target_table(out.reset_index())
+    table = tables.time_to_target_table(fold_targets(out.reset_index()))
     assert {"Ranks", "Epochs to target", "Time to target (s)", "Time to plateau (s)"} <= set(
         table.columns
     )
     with pytest.raises(FrameError, match="no loss named"):
         targets(df, target_loss=1.0, loss_key="typo")
+    # The report's choice: 'loss' if recorded, else the first name (d_loss); the target is the
+    # worst run's best d_loss (1.2, batch 64), so every run reaches it.
+    found = campaign_targets(df)
+    assert (found.loss_key, found.target) == ("d_loss", 1.2)
+    by_batch = found.cells.set_index("batch_per_rank")
+    assert by_batch["epochs_to_target"].to_dict() == {16: 3, 32: 3, 64: 5}
+    assert by_batch["time_to_target_s"].to_dict() == {16: 300.0, 32: 270.0, 64: 425.0}
+
+
+def test_fold_targets_keeps_cells_apart_and_takes_the_median_of_repeats() -> None:
+    """Times to target fold over repeats like every other metric: two strategies (or MPI
+    flavours) at the same ranks stay two cells."""
+    rows = [
+        {"mpi": mpi, "repeat": rep, "epoch_time_s": t, "losses": {"loss": [2.0, 1.0]}}
+        for mpi, reps in (("openmpi", (10.0, 14.0, 12.0)), ("mvapich2", (20.0,)))
+        for rep, t in enumerate(reps)
+    ]
+    df = frame(rows, model="dcgan", scaling="none", device="gpu", nodes=1, batch_per_rank=32)
+    cells = fold_targets(targets(df, target_loss=1.0))
+    got = cells.set_index("mpi")[["time_to_target_s", "repeats"]].to_dict("index")
+    assert got == {
+        "openmpi": {"time_to_target_s": 24.0, "repeats": 3},
+        "mvapich2": {"time_to_target_s": 40.0, "repeats": 1},
+    }
+    table = tables.time_to_target_table(cells)
+    assert sorted(table["Time to target (s)"]) == [24.0, 40.0]
 
 
 # --------------------------------------------------------------------------------------------
@@ -1130,7 +1160,7 @@ def test_reference_passes_and_fails_on_seed002() -> None:
     cells = derive(seed002_weak_cpu())
     met = {
         "metric": "efficiency",
-        "selector": {"nodes": 8, "scaling": "weak"},
+        "where": {"nodes": 8, "scaling": "weak"},
         "value": 0.8,
         "lower": 0,
     }
@@ -1149,9 +1179,9 @@ def test_reference_passes_and_fails_on_seed002() -> None:
     # Tolerances are relative to the value: 6.84 +- 1 %.
     near = {
         "metric": "speedup",
-        "selector": {"model": "resnet50", "nodes": 8},
+        "where": {"model": "resnet50", "nodes": 8},
         "value": 6.84,
-        "lower": -0.01,
+        "lower": 0.01,
         "upper": 0.01,
         "unit": "x",
     }
@@ -1164,10 +1194,10 @@ def test_reference_failures_explain_themselves() -> None:
     cells = derive(seed002_weak_cpu())
     cases = {
         "unknown metric 'flops'": {"metric": "flops", "value": 1},
-        "no results match": {"metric": "efficiency", "selector": {"nodes": 16}, "value": 0.8},
-        "selector key 'rack'": {"metric": "efficiency", "selector": {"rack": 1}, "value": 0.8},
+        "no results match": {"metric": "efficiency", "where": {"nodes": 16}, "value": 0.8},
+        "where key 'rack'": {"metric": "efficiency", "where": {"rack": 1}, "value": 0.8},
         "unit '%' does not match": {"metric": "efficiency", "value": 80, "unit": "%"},
-        "not measured": {"metric": "fit_time_s", "selector": {"nodes": 8}, "value": 1},
+        "not measured": {"metric": "fit_time_s", "where": {"nodes": 8}, "value": 1},
     }
     for expected, item in cases.items():
         results = check_references(cells, [item])
@@ -1183,10 +1213,11 @@ def test_malformed_reference_items_are_usage_errors() -> None:
         ({"value": 1}, "metric"),
         ({"metric": "efficiency"}, "value"),
         ({"metric": "efficiency", "value": "high"}, "finite number"),
-        ({"metric": "efficiency", "value": 1, "lower": 0.1}, "<= 0"),
-        ({"metric": "efficiency", "value": 1, "upper": -0.1}, ">= 0"),
+        ({"metric": "efficiency", "value": 1, "lower": "10%"}, "lower: expected a finite"),
         ({"metric": "efficiency", "value": 1, "tolerance": 0.1}, "unknown key"),
-        ({"metric": "efficiency", "value": 1, "selector": [8]}, "selector"),
+        ({"metric": "efficiency", "value": 1, "selector": {"nodes": 8}}, "unknown key"),
+        ({"metric": "efficiency", "value": 1, "where": [8]}, "where"),
+        ({"metric": "efficiency", "value": 1, "where": {"nodes": [8]}}, "where.nodes"),
     ]
     for item, match in bad:
         with pytest.raises(ReferenceItemError, match=match) as err:
@@ -1194,4 +1225,11 @@ def test_malformed_reference_items_are_usage_errors() -> None:
         assert "references[3]" in str(err.value)
         assert err.value.exit_code == 2
     ref = parse_reference({"metric": "epoch_time_s", "value": 100, "upper": 0.1})
-    assert ref.bounds == (-math.inf, pytest.approx(110.0))
+    assert isinstance(ref, Reference) and ref.unit == ""
+    assert bounds(ref) == (-math.inf, pytest.approx(110.0))
+    # Tolerances are magnitudes, as the campaign schema documents: either sign, same bounds.
+    for lower, upper in ((0.2, 0.1), (-0.2, -0.1), (-0.2, 0.1)):
+        ref = parse_reference({"metric": "speedup", "value": -10, "lower": lower, "upper": upper})
+        assert bounds(ref) == (pytest.approx(-12.0), pytest.approx(-9.0))
+    ref = Reference(metric="speedup", where={"nodes": 8}, value=4, lower=0.5)
+    assert parse_reference(ref) is ref and bounds(ref) == (2.0, math.inf)

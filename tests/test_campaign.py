@@ -127,6 +127,25 @@ def test_product_zip_exclude_where(tmp_path: Path) -> None:
     assert rules == {"exclude[0]", "where"}
 
 
+def test_weak_scaling_needs_no_divisible_batch(tmp_path: Path) -> None:
+    """Weak scaling keeps the per-rank batch: any node count works (3 nodes: 3 x 100)."""
+    p = write(tmp_path, BASE + "matrix:\n  batch: 100\n  nodes: [1, 3]\n  device: gpu\n")
+    _, plan = plan_campaign(p)
+    assert [(r.nodes, r.batch_per_rank, r.global_batch) for r in plan.runs] == [
+        (1, 100, 100),
+        (3, 100, 300),
+    ]
+
+
+def test_run_ids_do_not_change_between_releases() -> None:
+    """Ids name run directories and ledger rows of campaigns already running: these were
+    handed out by earlier releases and must stay (a rename of a Run field must not move them)."""
+    _, plan = plan_campaign(CAMPAIGNS / "quickstart.yaml")
+    assert [r.run_id for r in plan.runs] == ["8acb114189", "c9ac5d5535"]
+    _, plan = plan_campaign(CAMPAIGNS / "quickstart_slurm.yaml")
+    assert [r.run_id for r in plan.runs] == ["aab32e9d3c", "66af1d138b"]
+
+
 def test_ids_are_stable_across_loads(tmp_path: Path) -> None:
     a = [r.run_id for r in plan_campaign(CAMPAIGNS / "fusion_sweep.yaml")[1].runs]
     b = [r.run_id for r in plan_campaign(CAMPAIGNS / "fusion_sweep.yaml")[1].runs]
@@ -138,7 +157,6 @@ def test_ids_are_stable_across_loads(tmp_path: Path) -> None:
     [
         (BASE + "matrix:\n  nodez: [1, 2]\n", 6, "did you mean 'nodes'"),
         (BASE.replace("scaling: weak", "scaling: wek"), 4, "'weak', 'strong' or 'none'"),
-        (BASE + "matrix:\n  batch: 100\n  nodes: [1, 3]\n".replace("weak", "x"), None, None),
         (BASE + "reapeats: 2\n", 5, "did you mean 'repeats'"),
         (BASE.replace("system: owens", "system: ownes"), 3, "did you mean 'owens'"),
         (
@@ -158,12 +176,8 @@ def test_ids_are_stable_across_loads(tmp_path: Path) -> None:
         (BASE + "matrix:\n  zip:\n    - {nodes: [1, 2], batch: [8]}\n", 7, "equal lengths"),
     ],
 )
-def test_bad_input_is_located(
-    tmp_path: Path, body: str, line: int | None, needle: str | None
-) -> None:
+def test_bad_input_is_located(tmp_path: Path, body: str, line: int, needle: str) -> None:
     p = write(tmp_path, body)
-    if needle is None:
-        return
     with pytest.raises(InputError) as info:
         plan_campaign(p)
     err = info.value
@@ -182,15 +196,18 @@ def test_alias_bomb_is_bounded(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("name", ["fusion_sweep.yaml", "mirrored_reduction.yaml", "cnn_weak.yaml"])
 def test_fast_record_and_id_match_pydantic_serialisation(name: str) -> None:
-    """as_record and run_id skip model_dump for speed; they must give exactly what it gives."""
+    """as_record and run_id skip model_dump for speed; they must give exactly what it gives.
+    `program` is hashed under its first name, `workload`, so ids rendered before the rename
+    stay the same (ledgers and results of running campaigns keep matching)."""
     import hashlib
 
     import msgspec
 
     for run in plan_campaign(CAMPAIGNS / name)[1].runs:
         dumped = run.model_dump(mode="json")
+        hashed = {("workload" if k == "program" else k): v for k, v in dumped.items()}
         expected_id = hashlib.sha256(
-            msgspec.json.encode({k: v for k, v in dumped.items() if k != "swept"}, order="sorted")
+            msgspec.json.encode({k: v for k, v in hashed.items() if k != "swept"}, order="sorted")
         ).hexdigest()[:10]
         assert run.run_id == expected_id
         dumped.update(run_id=expected_id, ranks=run.ranks, replicas=run.replicas)

@@ -15,16 +15,14 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from hpcscale.backends.slurm import procs
-from hpcscale.backends.slurm.cluster import (
-    ClusterInfo,
-    LocalCluster,
-    check_programs,
-    slurm_conf_for_hpcscale,
-)
-from hpcscale.backends.slurm.config import ClusterSpec
-from hpcscale.backends.slurm.probes import listening
 from hpcscale.cli.cluster import app
+from hpcscale.devcluster import procs
+from hpcscale.devcluster.cluster import LocalCluster
+from hpcscale.devcluster.logs import excerpt
+from hpcscale.devcluster.preflight import check_programs
+from hpcscale.devcluster.probes import listening
+from hpcscale.devcluster.spec import ClusterSpec
+from hpcscale.devcluster.status import ClusterInfo
 from hpcscale.errors import HpcscaleError, UsageError
 from tests.slurm_fixture import (
     skip_reason,
@@ -74,12 +72,20 @@ def test_bad_settings_are_usage_errors(tmp_path: Path) -> None:
     assert not (tmp_path / "c").exists()
 
 
-def test_which_slurm_conf_hpcscale_uses(tmp_path: Path) -> None:
-    assert slurm_conf_for_hpcscale({"SLURM_CONF": "/x/slurm.conf"}) == "/x/slurm.conf"
-    with pytest.raises(UsageError, match="holds no cluster"):
-        slurm_conf_for_hpcscale({"HPCSCALE_CLUSTER_DIR": str(tmp_path / "none")})
-    # no local cluster running in the default place -> the system's configuration
-    assert slurm_conf_for_hpcscale({"XDG_DATA_HOME": str(tmp_path)}) is None
+def test_status_without_a_cluster_says_how_to_start_and_point_a_shell(tmp_path: Path) -> None:
+    """Nothing finds the cluster by itself (only SLURM_CONF does): status says how to set it."""
+    state = tmp_path / "my cluster"
+    res = CliRunner().invoke(app, ["status", "--state-dir", str(state)])
+    assert res.exit_code == 0, res.output
+    assert f"no cluster in {state}" in res.stdout
+    assert f"eval \"$(hpcscale cluster up --state-dir '{state}')\"" in res.stdout
+    assert not state.exists()
+
+
+def test_log_excerpts_say_when_there_is_no_log(tmp_path: Path) -> None:
+    assert excerpt(tmp_path / "gone.log") == f"(no log at {tmp_path / 'gone.log'})"
+    (tmp_path / "a.log").write_text("".join(f"line {i}\n" for i in range(40)) + "\n\n")
+    assert excerpt(tmp_path / "a.log", 2) == "line 38\nline 39"
 
 
 # ---------------------------------------------------------------- the session cluster
@@ -129,9 +135,12 @@ def test_batch_job_and_two_node_array_complete_in_sacct(
         assert len(set(lines[1::2])) == 2, lines
 
 
+# One write(2) per rank: print's separate pieces can reach mpirun's output forwarding apart
+# and interleave with the other rank's line.
 MPI_PROG = (
     "from mpi4py import MPI; import os; c = MPI.COMM_WORLD; "
-    "print(c.rank, os.environ['SLURMD_NODENAME'], c.allreduce(c.rank + 1), flush=True)"
+    "s = c.allreduce(c.rank + 1); "
+    "os.write(1, f'{c.rank} {os.environ[\"SLURMD_NODENAME\"]} {s}\\n'.encode())"
 )
 
 
@@ -181,12 +190,34 @@ def test_status_json(slurm_cluster: ClusterInfo) -> None:
 
 
 @pytest.mark.slurm
+def test_status_prints_how_to_point_a_shell_at_the_cluster(
+    slurm_cluster: ClusterInfo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    export = f"export SLURM_CONF={slurm_cluster.slurm_conf}"
+    args = ["status", "--state-dir", slurm_cluster.state_dir]
+    res = CliRunner().invoke(app, args)  # the session points SLURM_CONF at it
+    assert res.exit_code == 0, res.output
+    assert "this shell already points at it" in res.stdout
+    assert res.stdout.strip().endswith(export)
+    monkeypatch.delenv("SLURM_CONF")
+    res = CliRunner().invoke(app, args)
+    assert "point a shell at it" in res.stdout
+    assert res.stdout.strip().endswith(export)
+    # a shell pointed this way reaches it: SLURM_CONF is all a SLURM client needs
+    out = subprocess.run(
+        ["bash", "-c", f"{export} && sinfo -h -o %P"], capture_output=True, text=True, check=True
+    )
+    assert out.stdout.strip() == f"{slurm_cluster.partition}*"
+
+
+@pytest.mark.slurm
 def test_up_again_is_a_no_op_that_prints_the_export_line(slurm_cluster: ClusterInfo) -> None:
     before = {n: r.pid for n, r in LocalCluster(slurm_cluster.state_dir).records().items()}
     res = CliRunner().invoke(app, ["up", "--state-dir", slurm_cluster.state_dir])
     assert res.exit_code == 0, res.output
     assert res.stdout.strip().endswith(f"export SLURM_CONF={slurm_cluster.slurm_conf}")
     assert "already up" in res.output
+    assert "point this shell at it" not in res.output  # stdout is not a terminal: eval'd
     after = {n: r.pid for n, r in LocalCluster(slurm_cluster.state_dir).records().items()}
     assert after == before
 

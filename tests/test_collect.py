@@ -36,6 +36,7 @@ from hpcscale.collect.collector import (
 from hpcscale.collect.split import load_steps
 from hpcscale.collect.timeline import parse_timeline
 from hpcscale.core.run import Run
+from hpcscale.formats.run_record import encode_run_record
 from tests.conftest import hpcscale
 from tests.timeline_fixture import RealRuns, real_runs_fixture  # noqa: F401  (fixture)
 
@@ -44,7 +45,7 @@ pytestmark = [pytest.mark.horovod, pytest.mark.mpi]
 
 def _run(repeat: int, mpi: str = "openmpi") -> Run:
     return Run(
-        campaign="demo", system="local", workload="gan", model="dcgan", scaling="weak",
+        campaign="demo", system="local", model="dcgan", scaling="weak",
         device="cpu", nodes=1, tasks_per_node=2, threads_per_task=1, gpus_per_node=0,
         batch_per_rank=4, global_batch=8, mpi=mpi, epochs=2, timeline=True, repeat=repeat,
     )  # fmt: skip
@@ -184,3 +185,20 @@ def test_load_results_before_collect_is_a_usage_error(tmp_path: Path) -> None:
 
     with pytest.raises(UsageError):
         load_results("demo", workdir=str(tmp_path))
+
+
+def test_run_json_new_old_and_foreign(campaign: dict[str, Path]) -> None:
+    """run.json as render writes it now (schema_version first) and as it did before (none) are
+    both collected; a foreign run.json is a problem naming the file and what is wrong."""
+    run_json = campaign["mpi"] / "run.json"
+    record = json.loads(run_json.read_text())
+    run_json.write_bytes(encode_run_record(record))
+    foreign = campaign["dir"] / "runs" / "zz-foreign"
+    foreign.mkdir()
+    (foreign / "run.json").write_text('{"name": "not a run"}')
+    res = collect_campaign(campaign["dir"], timeline=False, progress=False)
+    ids = {r["run_id"] for r in res.rows}
+    assert {campaign["mpi"].name, campaign["gloo"].name} <= ids  # new and old format
+    errors = {p.run_id: p.reason for p in res.problems if not p.partial}
+    assert str(foreign / "run.json") in errors["zz-foreign"]
+    assert "not an hpcscale run record" in errors["zz-foreign"]

@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
-from hpcscale.collect.metrics import SCHEMA_VERSION, Metrics, load_metrics
 from hpcscale.errors import InputError
+from hpcscale.formats.metrics import SCHEMA_VERSION, Metrics, load_metrics
 from jobs.config import (
     gan_image_size_problem,
     percentile,

@@ -13,7 +13,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from hpcscale import api
 from hpcscale.state.ledger import Ledger
+from hpcscale.state.states import RunState
 
 from .conftest import hpcscale
 
@@ -54,9 +56,14 @@ def test_local_campaign_runs_and_resumes(tmp_path: Path, workdir: Path) -> None:
     status = json.loads(hpcscale("status", "tiny", "--json", check=True).stdout)
     rows = status["tiny"]
     assert {r["state"] for r in rows} == {"COMPLETED"}
+    ranks = []
     for r in rows:
         metrics = json.loads((Path(r["run_dir"]) / "metrics.json").read_text())
-        assert metrics["ranks"] in (1, 2)
+        assert (
+            metrics["ranks"] == json.loads((Path(r["run_dir"]) / "run.json").read_text())["ranks"]
+        )
+        ranks.append(metrics["ranks"])
+    assert sorted(ranks) == [1, 2]
     again = hpcscale("submit", str(camp), check=True)
     assert "2 run(s) already completed" in again.stdout and "0 completed" in again.stdout
     with Ledger(workdir / "tiny") as ledger:
@@ -105,12 +112,13 @@ def test_interrupt_leaves_ledger_consistent_and_resume_finishes(
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err
     with Ledger(ledger_path.parent) as ledger:
-        states = sorted(r.state for r in ledger.rows())
+        states = sorted(str(r.state) for r in ledger.rows())
         pgids = list((workdir / "intr").rglob(".pgid"))
     assert "RUNNING" not in states and "CANCELLED" in states
     assert not pgids
     done = hpcscale("submit", str(camp), check=True)
-    assert "failed" in done.stdout
+    finished = states.count("COMPLETED")  # skipped; the interrupted and unstarted ones run
+    assert f"{len(states) - finished} completed, 0 failed, {finished} skipped" in done.stdout
     rows = json.loads(hpcscale("status", "intr", "--json", check=True).stdout)["intr"]
     assert {r["state"] for r in rows} == {"COMPLETED"}
 
@@ -128,3 +136,51 @@ def test_gloo_flavour_runs_through_horovodrun(tmp_path: Path, workdir: Path) -> 
     for run in (workdir / "gloo" / "runs").iterdir():
         metrics = json.loads((run / "metrics.json").read_text())
         assert metrics["ranks"] == json.loads((run / "run.json").read_text())["ranks"]
+
+
+def test_local_backend_through_the_api(tmp_path: Path, workdir: Path) -> None:
+    """The local backend behind the Backend interface: a Submission back, a dry run that
+    describes and writes no ledger, a lost runner found by refresh, cancel from another
+    process stopping exactly the run's process group."""
+    camp = tiny_campaign(tmp_path, "iface")
+    dry = api.submit(camp, dry_run=True)
+    assert dry.backend == "dry" and len(dry.described) == 4 and not dry.submitted
+    assert dry.described[1].startswith("mpirun -np ")
+    assert not (workdir / "iface" / "ledger.sqlite").exists()
+
+    sub = api.submit(camp)
+    assert sub.backend == "local" and len(sub.submitted) == 2 and sub.ok
+    (st,) = api.status("iface")
+    assert {r.state for r in st.rows} == {RunState.COMPLETED} and not st.changes
+
+    # a runner that died (kill -9 of hpcscale): its run is LOST, said once
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    rid = st.rows[0].run_id
+    with Ledger(workdir / "iface") as ledger:
+        ledger.update(rid, RunState.RUNNING, runner_pid=dead.pid, backend="local")
+    (st,) = api.status("iface")
+    assert [(c.run_id, c.new) for c in st.changes] == [(rid, RunState.LOST)]
+    assert "1 local run(s) lost" in st.warnings[0]
+
+    # cancel a running local run from another process
+    slow = tiny_campaign(tmp_path, "slow", layout="1x1")
+    spec = yaml.safe_load(slow.read_text())
+    spec["workload"].update(epochs=300)
+    slow.write_text(yaml.safe_dump(spec))
+    exe = Path(sys.executable).parent / "hpcscale"
+    runner = subprocess.Popen([str(exe), "submit", str(slow)], stdout=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        time.sleep(0.5)
+        if (workdir / "slow" / "ledger.sqlite").exists():
+            with Ledger(workdir / "slow") as ledger:
+                if any(r.state == RunState.RUNNING for r in ledger.rows()):
+                    break
+    (res,) = api.cancel("slow")
+    assert len(res.run_ids) == 1
+    runner.communicate(timeout=120)
+    assert runner.returncode == 1  # the run did not complete
+    (st,) = api.status("slow")
+    assert [r.state for r in st.rows] == [RunState.CANCELLED]
+    assert not list((workdir / "slow").rglob(".pgid"))

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 import hpcscale.core.render as render_mod
 from hpcscale.api import plan_campaign, render_campaign
+from hpcscale.core.system import SHIPPED_DIR
 from hpcscale.errors import InputError, UsageError
 
 from .conftest import CAMPAIGNS, hpcscale
@@ -87,6 +88,47 @@ def test_bad_campaign_writes_nothing(tmp_path: Path, workdir: Path) -> None:
     assert "bad.yaml:5" in proc.stderr and "does not divide evenly" in proc.stderr
     assert "Traceback" not in proc.stderr
     assert not workdir.exists() or not any(workdir.rglob("*"))
+
+
+def _breaking_profile(tmp_path: Path, breaks: bool) -> Path:
+    """A profile with its own template that fails for 2-node runs only (when `breaks`): the
+    first run renders, the second does not."""
+    tdir = tmp_path / "tpl"
+    tdir.mkdir(exist_ok=True)
+    body = "{% if run.nodes > 1 %}{{ no_such_variable }}{% endif %}" if breaks else ""
+    (tdir / "site.sbatch.j2").write_text(
+        '{% extends "base.sbatch.j2" %}\n{% block env_extra %}' + body + "{% endblock %}\n"
+    )
+    spec = yaml.safe_load((SHIPPED_DIR / "slurm-local.yaml").read_text())
+    spec.update(name="site", template="site.sbatch.j2", templates="tpl")
+    path = tmp_path / "site.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    return path
+
+
+def test_render_error_midway_writes_nothing(tmp_path: Path, workdir: Path) -> None:
+    """All or nothing, on a first render and on a re-render: the error comes from rendering
+    the second run, after the first rendered."""
+    campaign = tmp_path / "c.yaml"
+    campaign.write_text(
+        "name: mid\nworkload: {model: dcgan}\nsystem: site.yaml\nscaling: weak\n"
+        "matrix: {nodes: [1, 2], batch: 8}\n"
+    )
+    _breaking_profile(tmp_path, breaks=True)
+    proc = hpcscale("render", str(campaign), "--workdir", str(workdir))
+    assert proc.returncode == 2, proc.stderr
+    assert "no_such_variable" in proc.stderr and "Traceback" not in proc.stderr
+    assert not workdir.exists() or not any(workdir.rglob("*"))
+
+    _breaking_profile(tmp_path, breaks=False)
+    hpcscale("render", str(campaign), "--workdir", str(workdir), check=True)
+    before = {p: p.read_bytes() for p in workdir.rglob("*") if p.is_file()}
+    assert len([p for p in before if p.name == "job.sbatch"]) == 2
+    campaign.write_text(campaign.read_text().replace("batch: 8", "batch: 16"))
+    _breaking_profile(tmp_path, breaks=True)
+    assert hpcscale("render", str(campaign), "--workdir", str(workdir)).returncode == 2
+    after = {p: p.read_bytes() for p in workdir.rglob("*") if p.is_file()}
+    assert after == before
 
 
 def test_plan_json_fields() -> None:

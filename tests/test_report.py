@@ -21,9 +21,11 @@ from matplotlib.figure import Figure
 from matplotlib.image import AxesImage
 from matplotlib.transforms import Bbox
 
+from hpcscale.analysis.references import check_references
 from hpcscale.analysis.tables import fusion_grid
+from hpcscale.analysis.targets import campaign_targets
 from hpcscale.core.campaign import Reference
-from hpcscale.report import refs
+from hpcscale.report import figures
 from hpcscale.report.build import write
 from hpcscale.report.figures import png_bytes
 from hpcscale.report.model import CampaignReport
@@ -376,10 +378,10 @@ def test_seed001_precision_and_hierarchical_sections() -> None:
     assert {"No FP16/MP", "FP16", "MP"} <= set(prec["Type"])
     # The plain scaling table cannot tell these cells apart by its own columns: it names them.
     runs = secs["scaling"].tables[0].frame.set_index("Epoch time (s)")["Setting"]
-    assert runs[177.16] == "fusion 64 MB, fp16 all-reduce"
-    assert runs[191.17] == "fusion 64 MB, mixed precision"
-    assert runs[112.94] == "fusion 32 MB, hierarchical"
-    assert runs[112.61] == "fusion 64 MB"
+    assert runs[177.16] == "fusion threshold 64 MB, fp16 all-reduce"
+    assert runs[191.17] == "fusion threshold 64 MB, mixed precision"
+    assert runs[112.94] == "fusion threshold 32 MB, hierarchical all-reduce"
+    assert runs[112.61] == "fusion threshold 64 MB"
     hier = secs["hierarchical"].tables[0].frame
     assert set(zip(hier["Fusion buffer (MB)"], hier["Hierarchical?"], strict=True)) >= {
         (32.0, "Yes"),
@@ -410,14 +412,65 @@ def test_seed004_time_to_plateau_against_ranks() -> None:
     check_figure(fig)
 
 
-def test_campaign_references_map_where_to_selector_and_both_tolerance_spellings() -> None:
+def two_strategies_at_the_same_ranks() -> pd.DataFrame:
+    """Horovod (one node, a GPU per rank) and MirroredStrategy (one GPU per node) at 2 and 4
+    ranks, same batch; Horovod repeated at 2 ranks. Every run reaches the target (loss 0.5)
+    at its third epoch, so time to target = 3 x epoch time."""
+    runs = [  # strategy, ranks, epoch time (s)
+        ("horovod", 2, 10.0),
+        ("horovod", 2, 14.0),
+        ("horovod", 4, 6.0),
+        ("mirrored", 2, 20.0),
+        ("mirrored", 4, 11.0),
+    ]
+    rows = [
+        {
+            "strategy": strategy,
+            "nodes": 1 if strategy == "horovod" else ranks,
+            "tasks_per_node": ranks if strategy == "horovod" else 1,
+            "gpus_per_node": ranks if strategy == "horovod" else 1,
+            "repeat": i,
+            "epoch_time_s": t,
+            "epoch_times_s": [t] * 3,
+            "losses": {"loss": [2.0, 1.0, 0.5]},
+        }
+        for i, (strategy, ranks, t) in enumerate(runs)
+    ]
+    return frame(rows, model="dcgan", scaling="none", device="gpu", batch_per_rank=32)
+
+
+def test_time_to_target_keeps_two_strategies_at_the_same_ranks_apart() -> None:
+    """The figure folds repeats with the analysis' cell keys: one point per cell, one line per
+    strategy (a median over (model, device, batch, ranks) merged them into one line)."""
+    found = campaign_targets(two_strategies_at_the_same_ranks())
+    fig = figures.time_to_target(found.cells, "loss", found.target)
+    assert fig is not None
+    lines = [ln for ln in fig.axes[0].get_lines() if len(ln.get_xdata())]
+    got = {ln.get_label(): (list(ln.get_xdata()), list(ln.get_ydata())) for ln in lines}
+    assert got == {
+        "Horovod (openmpi)": ([2, 4], [36.0, 18.0]),  # median of 30 and 42 s at 2 ranks
+        "MirroredStrategy": ([2, 4], [60.0, 33.0]),
+    }
+    check_figure(fig)
+    section = sections_of(campaign_report(two_strategies_at_the_same_ranks(), "two"))["targets"]
+    table = section.tables[0].frame[["Setting", "Ranks", "Time to target (s)"]]
+    assert sorted(table.itertuples(index=False, name=None)) == [
+        ("Horovod (openmpi)", 2, 36.0),
+        ("Horovod (openmpi)", 4, 18.0),
+        ("MirroredStrategy", 2, 60.0),
+        ("MirroredStrategy", 4, 33.0),
+    ]
+
+
+def test_campaign_references_checked_as_written_either_tolerance_sign() -> None:
     rep = campaign_report(seed000_frame(), "seed000")
     where = {"gpus": 8, "cross_device_ops": "nccl"}  # efficiency 230/312 = 0.737
     ok = Reference(metric="efficiency", where=where, value=0.8, lower=0.1)  # >= 0.72
     ok_reframe = Reference(metric="efficiency", where=where, value=0.8, lower=-0.1)
     bad = Reference(metric="efficiency", where=where, value=0.8, lower=0.05)  # >= 0.76
-    results = refs.check(rep.cells, [ok, ok_reframe, bad])
-    assert [r.passed for r in results] == [True, True, False]
+    as_mapping = {"metric": "efficiency", "where": where, "value": 0.8, "lower": 0.1}
+    results = check_references(rep.cells, [ok, ok_reframe, bad, as_mapping])
+    assert [r.passed for r in results] == [True, True, False, True]
     assert "efficiency[gpus=8, cross_device_ops=nccl]" in results[2].message
     rep = campaign_report(seed000_frame(), "seed000", references=[ok, bad])
     table = sections_of(rep)["references"].tables[0].frame

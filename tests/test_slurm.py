@@ -21,12 +21,16 @@ from pathlib import Path
 import pytest
 import yaml
 
+from hpcscale import api
 from hpcscale.api import render_campaign
-from hpcscale.backends.slurm import procs
+from hpcscale.backends.slurm import arrays as slurm_arrays
 from hpcscale.backends.slurm import submit as slurm_submit
-from hpcscale.backends.slurm.cluster import ClusterInfo, LocalCluster
+from hpcscale.backends.slurm.backend import SlurmOptions
 from hpcscale.core.paths import campaign_dir
 from hpcscale.core.system import SHIPPED_DIR
+from hpcscale.devcluster import procs
+from hpcscale.devcluster.cluster import LocalCluster
+from hpcscale.devcluster.status import ClusterInfo
 from hpcscale.state.ledger import TERMINAL, Ledger
 from tests.slurm_fixture import slurm_run, wait_for_sacct, wait_idle
 
@@ -130,15 +134,15 @@ def jobs_named(info: ClusterInfo, prefix: str) -> set[str]:
 
 
 def test_index_spec_and_shapes(tmp_path: Path, workdir: Path) -> None:
-    assert slurm_submit.index_spec([7, 0, 1, 2, 5, 8]) == "0-2,5,7-8"
-    assert slurm_submit.index_spec([3]) == "3"
+    assert slurm_arrays.index_spec([7, 0, 1, 2, 5, 8]) == "0-2,5,7-8"
+    assert slurm_arrays.index_spec([3]) == "3"
     _, _, rendered = render_campaign(campaign(tmp_path, "plan", FOUR_SHAPES))
-    lines = slurm_submit.describe(rendered, array=True, max_parallel=3)
+    lines = slurm_arrays.describe(rendered, array=True, max_parallel=3)
     sbatch = [ln for ln in lines if ln.startswith("sbatch")]
     assert len(sbatch) == 4
     assert all("%3 " in ln and "--job-name=hpcscale.plan.a-" in ln for ln in sbatch)
     assert sum("--nodes=2 --ntasks-per-node=2 --cpus-per-task=1" in ln for ln in sbatch) == 1
-    plain = slurm_submit.describe(rendered, array=False, max_parallel=None)
+    plain = slurm_arrays.describe(rendered, array=False, max_parallel=None)
     assert len(plain) == 8 and all(ln.endswith("/job.sbatch") for ln in plain)
 
 
@@ -191,7 +195,9 @@ def test_no_array_submits_one_job_per_run(
 def test_max_parallel_throttles_the_array(
     slurm_cluster: ClusterInfo, tmp_path: Path, workdir: Path
 ) -> None:
-    camp = campaign(tmp_path, "throttled", {"batch": [4, 8, 16]})
+    """Each task sleeps 3 s, so tasks run together would overlap by seconds (sacct's times
+    have 1 s resolution): the spans must follow one another."""
+    camp = campaign(tmp_path, "throttled", {"batch": [4, 8, 16]}, {"sleep": 3})
     hpcscale("submit", str(camp), "--max-parallel", "1", check=True)
     rows, _ = status_rows("throttled")
     (array,) = {r["array_job_id"] for r in rows}
@@ -201,7 +207,43 @@ def test_max_parallel_throttles_the_array(
     rows = wait_terminal("throttled")
     assert {r["state"] for r in rows} == {"COMPLETED"}
     spans = sorted((r["started_at"], r["ended_at"]) for r in rows)
+    assert all(end - start >= 2 for start, end in spans)  # the sleep is in the spans
     assert all(a[1] <= b[0] for a, b in pairwise(spans))  # one task at a time
+
+
+def test_backend_interface_submit_status_cancel(
+    slurm_cluster: ClusterInfo, tmp_path: Path, workdir: Path
+) -> None:
+    """The SLURM backend through the Python API: typed options in, a Submission out, state
+    changes from status, cancel by condition."""
+    camp = campaign(tmp_path, "iface", {"batch": [4, 8]}, {"sleep": 6})
+    sub = api.submit(camp, backend="slurm", options=SlurmOptions(max_parallel=1))
+    assert sub.backend == "slurm" and len(sub.submitted) == 2 and len(sub.jobs) == 1
+    assert sub.ok and not sub.skipped
+    (st,) = api.status("iface")
+    assert {str(r.state) for r in st.rows} <= {"SUBMITTED", "PENDING", "RUNNING"}
+    by_batch = {}
+    for row in st.rows:
+        by_batch[json.loads((Path(row.run_dir) / "run.json").read_text())["batch_per_rank"]] = row
+    (cancelled,) = api.cancel("iface", where="batch_per_rank == 8")
+    assert cancelled.run_ids == [by_batch[8].run_id]
+    assert cancelled.jobs == [by_batch[8].job_id]
+    changes = []
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        (st,) = api.status("iface")
+        changes += st.changes
+        if st.ended:
+            break
+        time.sleep(1)
+    states = {r.run_id: str(r.state) for r in st.rows}
+    assert states == {by_batch[4].run_id: "COMPLETED", by_batch[8].run_id: "CANCELLED"}
+    assert {(c.run_id, str(c.new)) for c in changes} >= {
+        (by_batch[4].run_id, "COMPLETED"),
+        (by_batch[8].run_id, "CANCELLED"),
+    }
+    again = api.submit(camp, backend="slurm")
+    assert again.submitted == [] and sorted(again.skipped) == sorted(states)
 
 
 def test_crash_after_sbatch_is_repaired_without_duplicates(
@@ -215,11 +257,11 @@ def test_crash_after_sbatch_is_repaired_without_duplicates(
     with Ledger(cdir) as ledger:
         ledger.ensure((r.run.run_id, str(r.run_dir)) for r in rendered)
         indices = {row.run_id: i for i, row in enumerate(ledger.rows())}
-    batches = slurm_submit.plan(rendered, indices, array=True, stamp="crash1")
+    batches = slurm_arrays.plan(rendered, indices, array=True, stamp="crash1")
     lost = batches[0]
-    assert slurm_submit._sbatch(cdir, lost, None).ok
-    plain = slurm_submit.plan([batches[1].runs[0][1]], indices, array=False, stamp="")[0]
-    assert slurm_submit._sbatch(cdir, plain, None).ok
+    assert slurm_submit.sbatch(cdir, lost, None).ok
+    plain = slurm_arrays.plan([batches[1].runs[0][1]], indices, array=False, stamp="")[0]
+    assert slurm_submit.sbatch(cdir, plain, None).ok
     with Ledger(cdir) as ledger:
         assert all(ledger.get(rid).job_id is None for rid in lost.run_ids)
 

@@ -2,7 +2,8 @@
 
 Timelines come from real Horovod runs of jobs/train.py (tests/timeline_fixture.py: MPI and Gloo
 controllers, with and without HOROVOD_TIMELINE_MARK_CYCLES, one run killed with SIGTERM). The
-other shapes are made from those files: cut at random bytes, rewritten in the pre-0.20.1 layout.
+other shapes are made from those files: cut inside a record or at random bytes, rewritten in the
+pre-0.20.1 layout.
 The one fake is the 0-byte file, which is what Horovod leaves when no collective ran: there is
 nothing in it to be real or not.
 """
@@ -13,7 +14,7 @@ import json
 import tempfile
 from collections import defaultdict
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import pytest
@@ -35,27 +36,52 @@ from tests.conftest import hpcscale
 from tests.timeline_fixture import RealRuns, real_runs_fixture  # noqa: F401  (fixture)
 
 pytestmark = [pytest.mark.horovod, pytest.mark.mpi]
+# Where a test pins figures down exactly, it checks both engines (they must agree anyway).
+EngineName = Literal["c", "python"]
+ENGINES: list[EngineName] = ["c", "python"]
 
 
 # ---------------------------------------------------------------- an independent reference
 
 
-def reference(path: Path) -> dict[str, Any]:
-    """The same figures the plain way: json.load, a stack per pid, sorted-interval unions."""
+def load_records(path: Path) -> list[dict[str, Any]]:
+    """All records with json.load (an array left open by Horovod closed first)."""
     text = path.read_text().rstrip()
     if not text.endswith("]"):
         text = text.rstrip().rstrip(",") + "]"
-    events = json.loads(text)
-    stacks: dict[int, list[tuple[str, int]]] = defaultdict(list)
+    return json.loads(text)
+
+
+def plain_tensor_bytes(args: dict[str, Any]) -> int:
+    """A tensor's bytes from its `dtype` and `shape` args, by NumPy (not the parser's table)."""
+    shape = json.loads(args["shape"])
+    return np.dtype(args["dtype"].lower().removeprefix("horovod_")).itemsize * int(np.prod(shape))
+
+
+def reference(path: Path) -> dict[str, Any]:
+    """The same figures the plain way: json.load, a stack per pid, sorted-interval unions; the
+    rank last ready in each closed negotiation (its last readiness tick); allreduce bytes from
+    the args of each E that closes an ALLREDUCE."""
+    events = load_records(path)
+    stacks: dict[int, list[list[Any]]] = defaultdict(list)  # [name, ts, last tick] per open B
     spans: dict[str, list[tuple[int, int]]] = defaultdict(list)
     durations: dict[str, int] = defaultdict(int)
+    last_ready: dict[int, int] = defaultdict(int)
+    allreduce_bytes = 0
     for ev in events:
-        if ev.get("ph") == "B":
-            stacks[ev["pid"]].append((ev["name"], ev["ts"]))
-        elif ev.get("ph") == "E" and stacks[ev["pid"]]:
-            name, t0 = stacks[ev["pid"]].pop()
+        ph, stack = ev.get("ph"), stacks[ev.get("pid", -1)]
+        if ph == "B":
+            stack.append([ev["name"], ev["ts"], None])
+        elif ph == "X" and stack and stack[-1][0].startswith("NEGOTIATE_"):
+            stack[-1][2] = ev["name"]
+        elif ph == "E" and stack:
+            name, t0, tick = stack.pop()
             spans[category_of(name)].append((t0, ev["ts"]))
             durations[category_of(name)] += ev["ts"] - t0
+            if tick is not None:
+                last_ready[int(tick)] += 1
+            if name == "ALLREDUCE" and "shape" in ev.get("args", {}):
+                allreduce_bytes += plain_tensor_bytes(ev["args"])
     out: dict[str, Any] = {"durations": dict(durations)}
     for cat in CATEGORIES:
         total, cur = 0, None
@@ -68,6 +94,9 @@ def reference(path: Path) -> dict[str, Any]:
         out[cat] = total + (0 if cur is None else cur[1] - cur[0])
     out["events"] = sum(1 for e in events if e.get("ph") != "M")
     out["unclosed"] = sum(len(v) for v in stacks.values())
+    out["ticks"] = sum(1 for e in events if e.get("ph") == "X")
+    out["last_ready"] = dict(last_ready)
+    out["allreduce_bytes"] = allreduce_bytes
     return out
 
 
@@ -110,24 +139,53 @@ def test_gloo_timeline_with_cycle_marks(real_runs: RealRuns) -> None:
     assert s.events == ref["events"]
 
 
-def test_readiness_ticks_give_ranks_and_a_straggler_hint(real_runs: RealRuns) -> None:
-    s = parse_timeline(real_runs.mpi / "timeline.json")
+@pytest.mark.parametrize("engine", ENGINES)
+def test_readiness_ticks_give_ranks_and_a_straggler_hint(
+    real_runs: RealRuns, engine: EngineName
+) -> None:
+    path = real_runs.mpi / "timeline.json"
+    s = parse_timeline(path, engine=engine)
+    ref = reference(path)
     assert s.ranks == 2
+    assert s.ticks == ref["ticks"] > 0
+    # Who was last ready, negotiation by negotiation, as the plain reading counts it.
+    assert s.last_ready == ref["last_ready"]
+    most = max(ref["last_ready"].values())
     rank, times, total = s.straggler()  # type: ignore[misc]
-    assert rank in (0, 1) and 0 < times <= total == sum(s.last_ready.values())
+    assert rank == min(r for r, n in ref["last_ready"].items() if n == most)
+    assert times == most
+    assert total == sum(ref["last_ready"].values())  # negotiations with a tick, all ranks
     assert s.bus_bandwidth_gbs() is not None and s.bus_bandwidth_gbs() > 0
 
 
-def test_allreduce_bytes_come_from_dtype_and_shape(real_runs: RealRuns) -> None:
-    path = real_runs.mpi / "timeline.json"
-    expected = 0
-    for ev in json.loads(path.read_text()):
-        args = ev.get("args") or {}
-        if ev.get("ph") == "E" and "shape" in args:
-            expected += tensor_bytes(args["dtype"], args["shape"]) or 0
-    s = parse_timeline(path)
-    # Broadcasts and allgathers carry dtype/shape too; only allreduces are counted as bytes.
-    assert 0 < s.allreduce_bytes <= expected
+def allreduced_bytes(metrics: dict[str, Any]) -> int:
+    """What jobs/train.py all-reduces in a Horovod run, from its metrics.json: the fp32
+    gradient of every trainable parameter in every step (burn-in and timed), the batch-norm
+    statistics once after training (the non-trainable float32 variables), and the per-epoch
+    average of the losses (one float64 each)."""
+    trainable = sum(p["trainable"] for p in metrics["params"].values())
+    non_trainable = sum(p["total"] - p["trainable"] for p in metrics["params"].values())
+    steps = metrics["burn_in_steps"] + metrics["epochs"] * metrics["steps_per_epoch"]
+    assert not metrics["fp16_allreduce"] and metrics["accuracy"] is None
+    gradients = 4 * trainable * steps
+    batch_norm = 4 * non_trainable
+    losses = 8 * len(metrics["losses"]) * metrics["epochs"]
+    return gradients + batch_norm + losses
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("run", ["mpi", "gloo"])
+def test_allreduce_bytes_come_from_dtype_and_shape(
+    real_runs: RealRuns, run: str, engine: EngineName
+) -> None:
+    run_dir = getattr(real_runs, run)
+    s = parse_timeline(run_dir / "timeline.json", engine=engine)
+    ref = reference(run_dir / "timeline.json")
+    # Only allreduces count: broadcasts and allgathers carry dtype/shape too.
+    assert s.collectives["BROADCAST"] > 0 and s.collectives["ALLGATHER"] > 0
+    assert s.allreduce_bytes == ref["allreduce_bytes"]
+    assert s.allreduce_bytes == allreduced_bytes(json.loads((run_dir / "metrics.json").read_text()))
+    assert s.allreduce_tensors == s.collectives["ALLREDUCE"]  # every allreduce E has its args
     assert tensor_bytes("float32", "[3, 3, 64, 128]") == 4 * 3 * 3 * 64 * 128
     assert tensor_bytes("float16", "[]") == 2 and tensor_bytes("<unknown>", "[2]") is None
 
@@ -146,19 +204,58 @@ def whole_records(data: bytes) -> tuple[list[dict[str, Any]], bool]:
         return head, True
 
 
-def test_timeline_of_a_killed_run_parses(real_runs: RealRuns) -> None:
-    """Whatever SIGTERM left (a cut record, spans never closed): every whole record counts."""
-    data = real_runs.killed.read_bytes()
-    records, cut = whole_records(data)
-    s = parse_timeline(real_runs.killed)
-    assert s.events == sum(1 for r in records if r.get("ph") != "M") > 0
-    assert s.truncated == cut
-    assert s.category_us["comm"] > 0
+def open_spans(records: list[dict[str, Any]]) -> int:
     depth: dict[int, int] = defaultdict(int)
     for r in records:
         if r.get("ph") in ("B", "E"):
             depth[r["pid"]] += 1 if r["ph"] == "B" else -1
-    assert s.unclosed == sum(depth.values())
+    return sum(depth.values())
+
+
+def cut_inside_last_record(data: bytes) -> bytes:
+    """`data` ending halfway through its last record: what a kill during a write leaves."""
+    start = data.rfind(b"},") + 2  # after the last boundary (or the opening "[")
+    start += len(data[start:]) - len(data[start:].lstrip())
+    end = len(data.rstrip().rstrip(b"]"))
+    return data[: start + max(1, (end - start) // 2)]
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_timeline_of_a_killed_run_parses(
+    real_runs: RealRuns, tmp_path: Path, engine: EngineName
+) -> None:
+    """What SIGTERM left (spans never closed; the last record whole, unless the kill landed
+    mid-write), then the same file cut inside its last record, as a kill during a write leaves
+    it: every whole record counts, the cut one is dropped and reported, nothing is bad."""
+    data = real_runs.killed.read_bytes()
+    records, cut = whole_records(data)
+    whole = parse_timeline(real_runs.killed, engine=engine)
+    assert whole.truncated == cut
+    assert whole.events == sum(1 for r in records if r.get("ph") != "M") > 0
+    assert whole.category_us["comm"] > 0
+    assert whole.unclosed == open_spans(records)
+
+    cut_file = tmp_path / "killed-cut.json"
+    cut_file.write_bytes(cut_inside_last_record(data))
+    kept, was_cut = whole_records(cut_file.read_bytes())
+    assert was_cut and len(kept) == len(records) - (0 if cut else 1)
+    s = parse_timeline(cut_file, engine=engine)
+    assert s.truncated and not s.bad_records
+    assert s.events == sum(1 for r in kept if r.get("ph") != "M") > 0
+    assert s.unclosed == open_spans(kept)
+    ref = reference(write_records(tmp_path / "kept.json", kept))
+    assert s.category_us == {c: ref[c] for c in CATEGORIES}
+
+    # Cut inside the very first record: nothing to read, but a killed run's file, not an error.
+    first = tmp_path / "killed-first.json"
+    first.write_bytes(data[: data.index(b"{") + 8])
+    s = parse_timeline(first, engine=engine)
+    assert s.truncated and s.empty and s.metadata == 0
+
+
+def write_records(path: Path, records: list[dict[str, Any]]) -> Path:
+    path.write_text(json.dumps(records))
+    return path
 
 
 def test_old_format_gives_the_same_figures(real_runs: RealRuns, tmp_path: Path) -> None:
@@ -295,7 +392,7 @@ def test_exact_split_of_a_real_run_adds_up(real_runs: RealRuns) -> None:
     steps = load_steps(real_runs.mpi / "steps.json")
     s = parse_timeline(real_runs.mpi / "timeline.json", window_unix_us=steps.window_unix_us())
     assert s.window_us is not None
-    x = exact_split(steps, s.comm_intervals, s.start_time_since_epoch_us)  # type: ignore[arg-type]
+    x = exact_split(steps, s.comm_intervals, s.start_time_since_epoch_us)
     assert x.epochs == 2
     assert x.compute_s + x.overlap_s == pytest.approx(x.steps_s)
     assert x.overlap_s + x.exposed_comm_s == pytest.approx(x.comm_s)
@@ -345,6 +442,11 @@ def test_trace_merges_steps_and_timeline(real_runs: RealRuns, tmp_path: Path) ->
 def test_trace_of_a_cut_timeline_is_valid_json(real_runs: RealRuns, tmp_path: Path) -> None:
     from hpcscale.collect.trace import write_trace
 
-    info = write_trace(real_runs.killed, None, tmp_path / "t.json")
+    cut = tmp_path / "killed-cut.json"
+    cut.write_bytes(cut_inside_last_record(real_runs.killed.read_bytes()))
+    kept, was_cut = whole_records(cut.read_bytes())
+    assert was_cut
+    info = write_trace(cut, None, tmp_path / "t.json")
     events = json.loads((tmp_path / "t.json").read_text())
-    assert len(events) == info.records > 0
+    assert info.truncated
+    assert events == kept and info.records == len(kept) > 0  # byte for byte, the cut one dropped

@@ -4,7 +4,9 @@ Three tiny runs of jobs/train.py at np=2 (DCGAN, 16 px, width 8, 2 epochs of 3 s
 - `mpi`:    mpirun (MPI controller and MPI_ALLREDUCE), plain timeline;
 - `gloo`:   horovodrun --gloo (Gloo controller, GLOO_ALLREDUCE), HOROVOD_TIMELINE_MARK_CYCLES=1;
 - `killed`: mpirun, SIGTERM to mpirun once the first epoch is logged: the live, node-local
-            timeline is taken as the kill left it (the harness never gets to copy it).
+            timeline is taken as the kill left it (the harness never gets to copy it). It ends
+            with negotiations never closed and, unless the kill landed mid-write, a whole
+            record: the tests cut copies of it inside a record where they need a cut one.
 The runs are cached in a module global, so both test modules that import the fixture share one
 set of runs per session. HPCSCALE_REAL_TIMELINES=DIR reuses the runs a previous session left in
 DIR (mpi/, gloo/, live/), to iterate on the tests without training again.
@@ -48,7 +50,7 @@ ENV = {
 class RealRuns:
     mpi: Path  # run dir: metrics.json, steps.json, timeline.json
     gloo: Path  # run dir, timeline with CYCLE_START markers
-    killed: Path  # the cut timeline file itself
+    killed: Path  # the live timeline file as SIGTERM left it (spans never closed)
 
 
 _CACHE: dict[str, RealRuns] = {}

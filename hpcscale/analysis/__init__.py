@@ -35,56 +35,29 @@ Derived axis column added by `frame.normalise`: gpus = nodes * gpus_per_node.
 "The scaled axis" is `nodes`, `ranks` or `gpus`; runs sharing every other setting form a group
 whose baseline is the cell with the smallest axis value (see `baseline.group_keys`).
 
-Modules: frame (contract, validation), baseline (grouping, repeats, baselines), scaling
-(throughput, speedup, efficiency, overhead), overlap (seed 001's compute/communication split),
-models (Amdahl, Karp-Flatt, Gustafson, ring vs parameter-server bytes, extrapolation), targets
-(time to target loss / accuracy plateau), references (campaign reference checks), tables
-(display frames in the seeds' shapes).
+Column names, types, labels and units are defined once in `hpcscale.core.vocab`.
+
+Modules: frame (contract, validation), baseline (grouping, repeats, baselines), sweeps (which
+cells a knob sweep or a scaling line holds), scaling (throughput, speedup, efficiency,
+overhead), overlap (seed 001's compute/communication split), models (Amdahl, Karp-Flatt,
+Gustafson, ring vs parameter-server bytes), extrapolate (predictions), targets (time to target
+loss / accuracy plateau, and the report's choice of loss and target), references (campaign
+reference checks, in the campaign's schema), tables (display frames in the seeds' shapes).
 """
 
 from __future__ import annotations
 
-RUN_COLUMNS: tuple[str, ...] = (
-    "run_id",
-    "campaign",
-    "model",
-    "scaling",
-    "device",
-    "nodes",
-    "tasks_per_node",
-    "threads_per_task",
-    "gpus_per_node",
-    "ranks",
-    "batch_per_rank",
-    "global_batch",
-    "strategy",
-    "cross_device_ops",
-    "mpi",
-    "fusion_threshold_mb",
-    "cycle_time_ms",
-    "fp16_allreduce",
-    "hierarchical_allreduce",
-    "mixed_precision",
-    "repeat",
+# The column names are defined once, in the shared vocabulary; re-exported for existing importers.
+from hpcscale.core.vocab import (
+    EXACT_COLUMNS,
+    LIST_COLUMNS,
+    METRIC_COLUMNS,
+    TABLE_RUN_FIELDS,
+    TIMELINE_COLUMNS,
 )
-METRIC_COLUMNS: tuple[str, ...] = (
-    "epoch_time_s",
-    "images_per_s",
-    "fit_time_s",
-    "param_count",
-    "dataset_size",
-)
-LIST_COLUMNS: tuple[str, ...] = ("epoch_times_s", "losses", "val_accuracy")
-TIMELINE_COLUMNS: tuple[str, ...] = (
-    "comm_s",
-    "wait_for_data_s",
-    "wait_for_other_tensor_data_s",
-    "negotiate_s",
-    "transport_s",
-    "allreduce_bytes_per_step",
-    "bus_bandwidth_gbs",
-)
-EXACT_COLUMNS: tuple[str, ...] = ("exact_compute_s", "exact_overlap_s", "exact_exposed_comm_s")
+
+RUN_COLUMNS: tuple[str, ...] = TABLE_RUN_FIELDS
+# The scaled axes (not the campaign's matrix axes, which are vocab.AXES).
 AXES: tuple[str, ...] = ("nodes", "ranks", "gpus")
 
 __all__ = [

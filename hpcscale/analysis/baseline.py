@@ -14,17 +14,8 @@ import pandas as pd
 
 from hpcscale.analysis import EXACT_COLUMNS, METRIC_COLUMNS, TIMELINE_COLUMNS
 from hpcscale.analysis.frame import check_axis
+from hpcscale.core.vocab import KNOBS
 
-KNOBS: tuple[str, ...] = (
-    "strategy",
-    "cross_device_ops",
-    "mpi",
-    "fusion_threshold_mb",
-    "cycle_time_ms",
-    "fp16_allreduce",
-    "hierarchical_allreduce",
-    "mixed_precision",
-)
 SHARED: tuple[str, ...] = ("campaign", "model", "scaling", "device", *KNOBS, "threads_per_task")
 # With nodes as the axis the per-node layout must match; with ranks or GPUs it is what varies.
 LAYOUT_BY_AXIS: dict[str, tuple[str, ...]] = {

@@ -24,8 +24,16 @@ from hpcscale.analysis.models import (
     transfer_time_s,
 )
 from hpcscale.analysis.scaling import with_throughput
+from hpcscale.core.vocab import term
 
 DEFAULT_AT: tuple[int, ...] = (16, 32)
+
+
+def predict_at(cells: pd.DataFrame) -> list[float]:
+    """Sizes worth predicting for derived cells: DEFAULT_AT (what users ask for) plus 2x and 4x
+    the largest size measured, keeping only those beyond it."""
+    top = float(cells["axis_value"].max())
+    return sorted({float(v) for v in (*DEFAULT_AT, 2 * top, 4 * top) if v > top})
 
 
 def extrapolate(
@@ -44,11 +52,12 @@ def extrapolate(
     for gid, grp in iter_groups(runs, axis):
         scaling = grp["scaling"].iloc[0]
         if scaling == "strong":
-            law, metric, unit, fitter = "amdahl", "epoch_time_s", "s", fit_amdahl
+            law, metric, fitter = "amdahl", "epoch_time_s", fit_amdahl
         elif scaling == "weak":
-            law, metric, unit, fitter = "gustafson", "images_per_s", "images/s", fit_gustafson
+            law, metric, fitter = "gustafson", "images_per_s", fit_gustafson
         else:
             continue
+        unit = term(metric).unit
         ok = grp[metric].notna()
         if grp.loc[ok, axis].nunique() < 2:
             continue

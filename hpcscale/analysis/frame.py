@@ -16,11 +16,14 @@ from hpcscale.analysis import (
     METRIC_COLUMNS,
     TIMELINE_COLUMNS,
 )
+from hpcscale.core import vocab
 from hpcscale.errors import UsageError
 
 REQUIRED: tuple[str, ...] = ("model", "scaling", "device", "nodes")
-SCALINGS = frozenset({"weak", "strong", "none"})
-DEVICES = frozenset({"cpu", "gpu"})
+SCALINGS = frozenset(vocab.SCALINGS)
+DEVICES = frozenset(vocab.DEVICES)
+FLAG_KNOBS = tuple(k for k in vocab.KNOBS if vocab.term(k).type == "bool")
+NUMBER_KNOBS = tuple(k for k in vocab.KNOBS if vocab.term(k).type == "float")
 NUMERIC = (*METRIC_COLUMNS, *TIMELINE_COLUMNS, *EXACT_COLUMNS)
 _DEFAULTS: dict[str, Any] = {
     "campaign": "",
@@ -59,7 +62,7 @@ def normalise(df: pd.DataFrame) -> pd.DataFrame:
             out[col] = [default] * len(out)
         elif default is not None:  # a column some rows left empty (rows from mixed sources)
             out[col] = out[col].astype(object).where(out[col].notna(), default)
-    for col in ("fp16_allreduce", "hierarchical_allreduce", "mixed_precision"):
+    for col in FLAG_KNOBS:
         out[col] = out[col].astype(bool)
     if "run_id" not in out.columns:
         out["run_id"] = [f"row{i}" for i in range(len(out))]
@@ -79,7 +82,7 @@ def normalise(df: pd.DataFrame) -> pd.DataFrame:
     for col in NUMERIC:
         out[col] = pd.to_numeric(out[col], errors="coerce") if col in out.columns else np.nan
         out[col] = out[col].astype(float)
-    for col in ("fusion_threshold_mb", "cycle_time_ms"):
+    for col in NUMBER_KNOBS:
         out[col] = pd.to_numeric(out[col], errors="coerce").astype(float)
     for col in LIST_COLUMNS:
         if col not in out.columns:

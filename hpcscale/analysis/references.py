@@ -1,15 +1,17 @@
 """Checking a campaign's `references` against the derived table, so CI can gate on scaling.
 
-One reference item (YAML) is, e.g. "weak-scaling efficiency at 8 nodes is at least 0.8":
+The schema is the campaign's (`hpcscale.core.campaign.Reference`); one item (YAML) is, e.g.
+"weak-scaling efficiency at 8 nodes is at least 0.8":
 
     - metric: efficiency          # a column of derive.derive(): efficiency, speedup, overhead,
-      selector: {nodes: 8, scaling: weak}   # images_per_s, epoch_time_s, only_comm_pct, ...
+      where: {nodes: 8, scaling: weak}   # images_per_s, epoch_time_s, only_comm_pct, ...
       value: 0.8
-      lower: 0                    # tolerances are relative to value, as in ReFrame:
-      upper: null                 #   bounds = value + lower*|value| .. value + upper*|value|
-      unit: null                  #   null = unbounded on that side; lower <= 0 <= upper
+      lower: 0                    # tolerances are fractions of value, their sign ignored:
+      upper: null                 #   allowed = value - |lower|*|value| .. value + |upper|*|value|
+      unit: ""                    #   null = unbounded on that side; "" = unit not stated
 
-Every cell the selector matches is checked; a selector that matches nothing is a failure.
+`lower: 0.1` and ReFrame's `lower: -0.1` both mean "down to 10 % below value". Every cell
+`where` matches is checked; a `where` that matches nothing is a failure.
 """
 
 from __future__ import annotations
@@ -21,10 +23,12 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from pydantic import ValidationError
 
+from hpcscale.core.campaign import Reference
 from hpcscale.errors import UsageError
 
-ITEM_KEYS = frozenset({"metric", "selector", "value", "lower", "upper", "unit"})
+ITEM_KEYS = frozenset(Reference.model_fields)
 _UNIT_ALIASES: dict[str, str] = {
     "": "1",
     "1": "1",
@@ -78,29 +82,25 @@ class ReferenceItemError(UsageError):
     """A malformed reference item in a campaign (exit code 2)."""
 
 
-@dataclass(frozen=True)
-class Reference:
-    metric: str
-    value: float
-    selector: dict[str, Any] = field(default_factory=dict)
-    lower: float | None = None
-    upper: float | None = None
-    unit: str | None = None
+def bounds(ref: Reference) -> tuple[float, float]:
+    """The allowed range: value -|lower|*|value| .. value + |upper|*|value| (None: unbounded)."""
+    scale = abs(ref.value)
+    lo = -math.inf if ref.lower is None else ref.value - abs(ref.lower) * scale
+    hi = math.inf if ref.upper is None else ref.value + abs(ref.upper) * scale
+    return lo, hi
 
-    @property
-    def bounds(self) -> tuple[float, float]:
-        scale = abs(self.value)
-        lo = -math.inf if self.lower is None else self.value + self.lower * scale
-        hi = math.inf if self.upper is None else self.value + self.upper * scale
-        return lo, hi
 
-    def describe(self) -> str:
-        sel = ", ".join(f"{k}={v}" for k, v in self.selector.items())
-        return f"{self.metric}[{sel}]" if sel else self.metric
+def describe(ref: Reference) -> str:
+    """`metric[key=value, ...]`, how messages and the report name a check."""
+    sel = ", ".join(f"{k}={v}" for k, v in ref.where.items())
+    return f"{ref.metric}[{sel}]" if sel else ref.metric
 
 
 @dataclass(frozen=True)
 class ReferenceResult:
+    """One reference checked against one matching cell (or against nothing, when it failed
+    before a cell was found)."""
+
     reference: Reference
     measured: float | None
     passed: bool
@@ -108,42 +108,49 @@ class ReferenceResult:
     cell: dict[str, Any] = field(default_factory=dict)
 
 
-def parse_reference(item: Mapping[str, Any], index: int = 0) -> Reference:
-    """Validate one item; the error names its position so the user can find it."""
-    where = f"references[{index}]"
+def parse_reference(item: Mapping[str, Any] | Reference, index: int = 0) -> Reference:
+    """A campaign Reference from a mapping with the campaign's keys (a Reference is returned as
+    is); errors name the item's position so the user can find it."""
+    if isinstance(item, Reference):
+        return item
+    at = f"references[{index}]"
     if not isinstance(item, Mapping):
-        raise ReferenceItemError(f"{where}: expected a mapping, got {type(item).__name__}")
+        raise ReferenceItemError(f"{at}: expected a mapping, got {type(item).__name__}")
     unknown = sorted(set(item) - ITEM_KEYS)
     if unknown:
-        raise ReferenceItemError(f"{where}: unknown key(s) {', '.join(unknown)}")
+        raise ReferenceItemError(
+            f"{at}: unknown key(s) {', '.join(unknown)}; keys: {', '.join(sorted(ITEM_KEYS))}"
+        )
     metric = item.get("metric")
     if not isinstance(metric, str) or not metric:
-        raise ReferenceItemError(f"{where}.metric: a metric name is required")
-    value = _number(item.get("value"), f"{where}.value", required=True)
-    lower = _number(item.get("lower"), f"{where}.lower")
-    upper = _number(item.get("upper"), f"{where}.upper")
-    if lower is not None and lower > 0:
-        raise ReferenceItemError(f"{where}.lower: a relative tolerance <= 0 (got {lower})")
-    if upper is not None and upper < 0:
-        raise ReferenceItemError(f"{where}.upper: a relative tolerance >= 0 (got {upper})")
-    selector = item.get("selector") or {}
-    if not isinstance(selector, Mapping):
-        raise ReferenceItemError(f"{where}.selector: expected a mapping of column: value")
-    unit = item.get("unit")
-    if unit is not None and not isinstance(unit, str):
-        raise ReferenceItemError(f"{where}.unit: expected a string")
-    assert value is not None
-    return Reference(metric, value, dict(selector), lower, upper, unit)
+        raise ReferenceItemError(f"{at}.metric: a metric name is required")
+    value = _number(item.get("value"), f"{at}.value", required=True)
+    lower = _number(item.get("lower"), f"{at}.lower")
+    upper = _number(item.get("upper"), f"{at}.upper")
+    where = item.get("where") or {}
+    if not isinstance(where, Mapping):
+        raise ReferenceItemError(f"{at}.where: expected a mapping of column: value")
+    unit = item.get("unit") or ""
+    if not isinstance(unit, str):
+        raise ReferenceItemError(f"{at}.unit: expected a string")
+    try:
+        return Reference(
+            metric=metric, where=dict(where), value=value, lower=lower, upper=upper, unit=unit
+        )
+    except ValidationError as err:
+        first = err.errors()[0]
+        loc = ".".join(str(p) for p in first["loc"])
+        raise ReferenceItemError(f"{at}.{loc}: {first['msg']}") from err
 
 
 def check_references(
     derived: pd.DataFrame, references: Sequence[Mapping[str, Any] | Reference]
 ) -> list[ReferenceResult]:
-    """One result per (reference, matching cell); a reference matching nothing fails once."""
+    """One result per (reference, matching cell); a reference matching nothing fails once.
+    Items are campaign References or mappings with the same keys."""
     results: list[ReferenceResult] = []
     for i, item in enumerate(references):
-        ref = item if isinstance(item, Reference) else parse_reference(item, i)
-        results.extend(_check_one(derived, ref))
+        results.extend(_check_one(derived, parse_reference(item, i)))
     return results
 
 
@@ -152,7 +159,7 @@ def all_passed(results: Sequence[ReferenceResult]) -> bool:
 
 
 def _check_one(derived: pd.DataFrame, ref: Reference) -> list[ReferenceResult]:
-    name = ref.describe()
+    name = describe(ref)
     if ref.metric not in derived.columns:
         known = ", ".join(sorted(c for c in METRIC_UNITS if c in derived.columns))
         return [_fail(ref, f"{name}: unknown metric {ref.metric!r}; known: {known}")]
@@ -160,19 +167,19 @@ def _check_one(derived: pd.DataFrame, ref: Reference) -> list[ReferenceResult]:
     if unit_problem:
         return [_fail(ref, f"{name}: {unit_problem}")]
     mask = pd.Series(True, index=derived.index)
-    for key, wanted in ref.selector.items():
+    for key, wanted in ref.where.items():
         if key not in derived.columns:
-            return [_fail(ref, f"{name}: selector key {key!r} is not a column of the results")]
+            return [_fail(ref, f"{name}: where key {key!r} is not a column of the results")]
         mask &= _matches(derived[key], wanted)
     cells = derived[mask]
     if cells.empty:
-        return [_fail(ref, f"{name}: no results match the selector")]
-    lo, hi = ref.bounds
+        return [_fail(ref, f"{name}: no results match `where`")]
+    lo, hi = bounds(ref)
     unit = f" {ref.unit}" if ref.unit else ""
     out = []
     for _, row in cells.iterrows():
         cell = {k: row[k] for k in _IDENTITY if k in row.index}
-        ident = ", ".join(f"{k}={v}" for k, v in cell.items() if k not in ref.selector)
+        ident = ", ".join(f"{k}={v}" for k, v in cell.items() if k not in ref.where)
         label = f"{name} ({ident})" if len(cells) > 1 and ident else name
         measured = float(row[ref.metric]) if pd.notna(row[ref.metric]) else None
         if measured is None:
@@ -194,7 +201,7 @@ def _fail(ref: Reference, message: str, cell: dict[str, Any] | None = None) -> R
 
 
 def _unit_problem(ref: Reference) -> str | None:
-    if ref.unit is None or ref.metric not in METRIC_UNITS:
+    if not ref.unit or ref.metric not in METRIC_UNITS:
         return None
     given = _UNIT_ALIASES.get(ref.unit.strip().lower())
     expected = METRIC_UNITS[ref.metric]
@@ -205,8 +212,6 @@ def _unit_problem(ref: Reference) -> str | None:
 
 
 def _matches(column: pd.Series, wanted: Any) -> pd.Series:
-    if wanted is None:
-        return column.isna()
     if isinstance(wanted, bool) or pd.api.types.is_bool_dtype(column):
         flag = _as_bool(wanted)
         return column.map(lambda v: v is not None and not pd.isna(v) and bool(v) == flag)
@@ -222,11 +227,11 @@ def _as_bool(value: Any) -> bool:
     return bool(value)
 
 
-def _number(value: Any, where: str, required: bool = False) -> float | None:
+def _number(value: Any, at: str, required: bool = False) -> float | None:
     if value is None:
         if required:
-            raise ReferenceItemError(f"{where}: a number is required")
+            raise ReferenceItemError(f"{at}: a number is required")
         return None
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise ReferenceItemError(f"{where}: expected a finite number, got {value!r}")
+        raise ReferenceItemError(f"{at}: expected a finite number, got {value!r}")
     return float(value)

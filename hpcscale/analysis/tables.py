@@ -12,7 +12,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from hpcscale.analysis.references import ReferenceResult
+from hpcscale.analysis.references import ReferenceResult, bounds, describe
 
 AXIS_LABELS: dict[str, str] = {"nodes": "Nodes", "ranks": "Ranks", "gpus": "# GPUs"}
 OVERLAP_DISPLAY: dict[str, str] = {
@@ -226,15 +226,13 @@ def comm_cost_table(cost: pd.DataFrame) -> pd.DataFrame:
     ).reset_index(drop=True)
 
 
-def time_to_target_table(per_run: pd.DataFrame) -> pd.DataFrame:
-    """Median over repeats of epochs and wall time to the target loss and accuracy plateau."""
-    keys = ["model", "device", "strategy", "ranks", "batch_per_rank", "global_batch"]
-    values = ["epochs_to_target", "time_to_target_s", "plateau_epoch", "time_to_plateau_s"]
-    if per_run.empty:
+def time_to_target_table(cells: pd.DataFrame) -> pd.DataFrame:
+    """Epochs and wall time to the target loss and accuracy plateau per cell, from
+    `targets.fold_targets` (medians over repeats)."""
+    if cells.empty:
         return pd.DataFrame(columns=["Model", "Ranks", "Batch/rank"])
-    med = per_run.groupby(keys, dropna=False, sort=True)[values].median()
-    med["repeats"] = per_run.groupby(keys, dropna=False, sort=True).size()
-    med = med.reset_index()
+    keys = ["model", "device", "strategy", "ranks", "batch_per_rank", "global_batch"]
+    med = _ordered(cells, keys).reset_index(drop=True)
     return pd.DataFrame(
         {
             "Model": med["model"],
@@ -254,11 +252,11 @@ def time_to_target_table(per_run: pd.DataFrame) -> pd.DataFrame:
 def references_table(results: Sequence[ReferenceResult]) -> pd.DataFrame:
     rows = []
     for r in results:
-        lo, hi = r.reference.bounds
+        lo, hi = bounds(r.reference)
         rows.append(
             {
                 "Result": "PASS" if r.passed else "FAIL",
-                "Check": r.reference.describe(),
+                "Check": describe(r.reference),
                 "Measured": np.nan if r.measured is None else r.measured,
                 "Reference": r.reference.value,
                 "Lower bound": lo,

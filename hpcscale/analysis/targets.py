@@ -6,6 +6,9 @@ Plateau rule: with best = max(accuracy), the plateau epoch is the first epoch e 
 `window` epochs e, e+1, ... all lie within `tol` (absolute) of best. Epochs are 1-based; wall time
 is the sum of the per-epoch times up to and including that epoch (epoch_time_s * e when the
 run recorded no per-epoch list).
+
+`campaign_targets` makes the report's choices: which loss to follow ('loss', else the first
+name alphabetically) and which target (the worst run's best value, so every run reaches it).
 """
 
 from __future__ import annotations
@@ -17,9 +20,18 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 
+from hpcscale.analysis.baseline import CELL_KEYS, SHARED, aggregate_repeats
 from hpcscale.analysis.frame import FrameError, normalise
 
 Goal = Literal["min", "max"]
+PLATEAU_WINDOW = 3
+PLATEAU_TOL = 0.01
+TARGET_COLUMNS: tuple[str, ...] = (
+    "epochs_to_target",
+    "time_to_target_s",
+    "plateau_epoch",
+    "time_to_plateau_s",
+)
 
 
 @dataclass(frozen=True)
@@ -55,7 +67,9 @@ def first_reaching(values: Sequence[float], target: float, goal: Goal = "min") -
     return int(idx[0]) if idx.size else None
 
 
-def plateau_index(accuracy: Sequence[float], window: int = 3, tol: float = 0.01) -> int | None:
+def plateau_index(
+    accuracy: Sequence[float], window: int = PLATEAU_WINDOW, tol: float = PLATEAU_TOL
+) -> int | None:
     """0-based index of the first epoch that opens `window` epochs all within tol of the best."""
     if window < 1:
         raise ValueError("window must be at least 1")
@@ -89,8 +103,8 @@ def time_to_target(
 def time_to_plateau(
     epoch_times_s: Sequence[float] | None,
     accuracy: Sequence[float],
-    window: int = 3,
-    tol: float = 0.01,
+    window: int = PLATEAU_WINDOW,
+    tol: float = PLATEAU_TOL,
     mean_epoch_s: float = np.nan,
 ) -> Reached | None:
     i = plateau_index(accuracy, window, tol)
@@ -101,34 +115,15 @@ def targets(
     df: pd.DataFrame,
     target_loss: float | None = None,
     loss_key: str | None = None,
-    window: int = 3,
-    tol: float = 0.01,
+    window: int = PLATEAU_WINDOW,
+    tol: float = PLATEAU_TOL,
 ) -> pd.DataFrame:
-    """Per run: run_id, model, scaling, device, nodes, ranks, gpus, batch_per_rank,
-    global_batch, repeat, epochs_to_target, time_to_target_s (when target_loss is given),
-    plateau_epoch, time_to_plateau_s. Not reached: NaN."""
+    """Per run: run_id, the cell's run fields (baseline.CELL_KEYS, so `fold_targets` can fold
+    repeats like every other metric), repeat, epochs_to_target, time_to_target_s (when
+    target_loss is given), plateau_epoch, time_to_plateau_s. Not reached: NaN."""
     runs = normalise(df)
-    keep = [
-        "run_id",
-        "campaign",
-        "model",
-        "scaling",
-        "device",
-        "strategy",
-        "nodes",
-        "ranks",
-        "gpus",
-        "batch_per_rank",
-        "global_batch",
-        "repeat",
-    ]
-    out = runs[keep].copy()
-    cols: dict[str, list[float]] = {
-        "epochs_to_target": [],
-        "time_to_target_s": [],
-        "plateau_epoch": [],
-        "time_to_plateau_s": [],
-    }
+    out = runs[["run_id", *CELL_KEYS, "repeat"]].copy()
+    cols: dict[str, list[float]] = {name: [] for name in TARGET_COLUMNS}
     missing: list[FrameError] = []
     for _, run in runs.iterrows():
         times = _list(run["epoch_times_s"])
@@ -154,6 +149,75 @@ def targets(
     if target_loss is not None:
         out["target_loss"] = target_loss
     return out
+
+
+def fold_targets(per_run: pd.DataFrame) -> pd.DataFrame:
+    """One row per cell, times to target as the median over repeats (with `_min`, `_max`,
+    `repeats`): the same folding as every other metric, so cells that differ in any run field
+    (strategy, knobs, layout) stay apart."""
+    return aggregate_repeats(per_run, TARGET_COLUMNS)
+
+
+def target_lines(cells: pd.DataFrame) -> pd.Series:
+    """A line number per folded cell for a plot against ranks: cells equal in everything but
+    the scale, holding the batch fixed that the scaling fixes (global for strong, per rank for
+    weak and none), numbered in sorted key order."""
+    fixed = cells["global_batch"].where(cells["scaling"] == "strong", cells["batch_per_rank"])
+    keyed = cells[list(SHARED)].assign(fixed_batch=fixed)
+    return keyed.groupby([*SHARED, "fixed_batch"], dropna=False, sort=True).ngroup()
+
+
+def choose_loss(losses: pd.Series) -> str | None:
+    """'loss' when recorded, else the first name in alphabetical order (GANs: d_loss)."""
+    names: set[str] = set()
+    for value in losses:
+        if isinstance(value, Mapping):
+            names |= {k for k, v in value.items() if v is not None and len(v)}
+        elif isinstance(value, list | tuple | np.ndarray) and len(value):
+            first = value[0]
+            names |= set(first) if isinstance(first, Mapping) else {"loss"}
+    if not names:
+        return None
+    return "loss" if "loss" in names else sorted(names)[0]
+
+
+def common_target(losses: pd.Series, key: str) -> float | None:
+    """The worst run's best value: the lowest loss every run reaches."""
+    bests = []
+    for value in losses:
+        try:
+            series = loss_series(value, key)
+        except (FrameError, KeyError):
+            continue
+        if series.size and np.isfinite(series).any():
+            bests.append(float(np.nanmin(series)))
+    return max(bests) if bests else None
+
+
+@dataclass(frozen=True)
+class CampaignTargets:
+    """Times to target for a whole campaign, with the loss and target chosen for it."""
+
+    loss_key: str | None
+    target: float | None
+    per_run: pd.DataFrame  # targets()
+    cells: pd.DataFrame  # fold_targets(per_run)
+
+    @property
+    def measured(self) -> bool:
+        """Whether any run reached the target or a plateau (else there is nothing to show)."""
+        found = [c for c in ("time_to_target_s", "time_to_plateau_s") if c in self.per_run]
+        return bool(found) and bool(self.per_run[found].notna().any().any())
+
+
+def campaign_targets(df: pd.DataFrame) -> CampaignTargets:
+    """Time to the common target loss (see the module doc) and to the accuracy plateau, per
+    run and per cell. No loss recorded: only plateaus."""
+    runs = normalise(df)
+    key = choose_loss(runs["losses"])
+    target = common_target(runs["losses"], key) if key else None
+    per_run = targets(runs, target_loss=target, loss_key=key if target is not None else None)
+    return CampaignTargets(key, target, per_run, fold_targets(per_run))
 
 
 def _pick(names: list[str], key: str | None) -> str:

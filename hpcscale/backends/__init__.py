@@ -1,4 +1,31 @@
-"""Backends: how rendered runs are queued and tracked (slurm, local, dry).
+"""Backends: how rendered runs are queued and tracked (slurm, local, dry), behind one interface
+(`base.Backend`). None knows about templates; the API picks one by name from REGISTRY.
 
-Each backend takes rendered runs and the campaign's ledger; none knows about templates.
-"""
+Adding a backend: a module with a `Backend` subclass, and one line below."""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from hpcscale.backends.base import Backend
+
+# name -> "module:class", imported on first use (the SLURM backend needs submitit's SLURM parts)
+REGISTRY: dict[str, str] = {
+    "local": "hpcscale.backends.local:LocalBackend",
+    "slurm": "hpcscale.backends.slurm.backend:SlurmBackend",
+    "dry": "hpcscale.backends.dry:DryBackend",
+}
+# The backend that runs a system's jobs, by the profile's `scheduler:`.
+FOR_SCHEDULER: dict[str, str] = {"slurm": "slurm", "local": "local"}
+
+
+def backend_class(name: str) -> type[Backend]:
+    from hpcscale.errors import UsageError
+
+    try:
+        module, cls = REGISTRY[name].split(":")
+    except KeyError:
+        raise UsageError(f"unknown backend {name!r}; known: {', '.join(REGISTRY)}") from None
+    return getattr(importlib.import_module(module), cls)  # type: ignore[no-any-return]

@@ -9,14 +9,25 @@ import re
 import signal
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import submitit
 
+from hpcscale.backends.base import (
+    Backend,
+    BackendOptions,
+    Refreshed,
+    StateChange,
+    Submission,
+)
 from hpcscale.core.render import Rendered
+from hpcscale.core.shell import quote
 from hpcscale.state.ledger import Ledger, pid_alive
+from hpcscale.state.lock import campaign_lock
+from hpcscale.state.states import RunState
+from hpcscale.util.logtail import tail as log_tail
 
 LOG_NAME = "local.out"
 PGID_NAME = ".pgid"
@@ -55,21 +66,13 @@ def run_script(script: str, log: str) -> int:
 @dataclass
 class Outcome:
     run_id: str
-    state: str
+    state: RunState
     exit_code: int | None
     seconds: float
-    tail: str
+    tail: str | None
 
 
 Progress = Callable[[str, int, int], None]
-
-
-def log_tail(path: Path, lines: int = 15) -> str:
-    try:
-        data = path.read_bytes()[-8192:]
-    except FileNotFoundError:
-        return ""
-    return "\n".join(data.decode(errors="replace").splitlines()[-lines:])
 
 
 def current_epoch(path: Path) -> tuple[int, int] | None:
@@ -93,7 +96,7 @@ def run_one(
     row = ledger.get(r.run.run_id)
     ledger.update(
         r.run.run_id,
-        "SUBMITTED",
+        RunState.SUBMITTED,
         backend="local",
         submitted_at=time.time(),
         attempts=(row.attempts if row else 0) + 1,
@@ -106,7 +109,7 @@ def run_one(
     job = executor.submit(run_script, str(r.run_dir / "job.sbatch"), str(log))
     ledger.update(
         r.run.run_id,
-        "RUNNING",
+        RunState.RUNNING,
         job_id=str(job.job_id),
         started_at=time.time(),
         nodelist=os.uname().nodename,
@@ -115,6 +118,8 @@ def run_one(
         while not job.done():
             if on_progress and (ep := current_epoch(log)):
                 on_progress(r.run.run_id, *ep)
+            if _cancelled(ledger, r.run.run_id):  # `hpcscale cancel` from another shell
+                stop_run(r.run_dir, job)
             time.sleep(poll_s)
         code = job.result()
         error = None
@@ -122,7 +127,7 @@ def run_one(
         stop_run(r.run_dir, job)
         ledger.update(
             r.run.run_id,
-            "CANCELLED",
+            RunState.CANCELLED,
             "interrupted by the user",
             ended_at=time.time(),
             runner_pid=None,
@@ -132,7 +137,9 @@ def run_one(
         code, error = None, f"{type(exc).__name__}: {exc}"
     seconds = time.monotonic() - t0
     tail = log_tail(log)
-    state = "COMPLETED" if code == 0 else "FAILED"
+    state = RunState.COMPLETED if code == 0 else RunState.FAILED
+    if code != 0 and _cancelled(ledger, r.run.run_id):
+        state = RunState.CANCELLED
     message = None if code == 0 else (error or f"exit code {code}") + ("\n" + tail if tail else "")
     ledger.update(
         r.run.run_id,
@@ -144,6 +151,11 @@ def run_one(
         runner_pid=None,
     )
     return Outcome(r.run.run_id, state, code, seconds, tail)
+
+
+def _cancelled(ledger: Ledger, run_id: str) -> bool:
+    row = ledger.get(run_id)
+    return row is not None and row.state == RunState.CANCELLED
 
 
 def stop_run(run_dir: Path, job: submitit.local.local.LocalJob | None = None) -> None:
@@ -167,15 +179,78 @@ def reconcile(ledger: Ledger) -> list[str]:
         row.run_id
         for row in ledger.rows()
         if row.backend == "local"
-        and row.state in ("SUBMITTED", "RUNNING")
+        and row.state in (RunState.SUBMITTED, RunState.RUNNING)
         and not pid_alive(row.runner_pid)
     ]
     if lost:
         ledger.update_many(
             lost,
-            "LOST",
+            RunState.LOST,
             "the hpcscale process running it is gone",
             ended_at=time.time(),
             runner_pid=None,
         )
     return lost
+
+
+class LocalBackend(Backend):
+    """Runs each rendered script on this machine, one at a time, in the foreground."""
+
+    name = "local"
+
+    def submit(
+        self, rendered: Sequence[Rendered], ledger: Ledger, options: BackendOptions
+    ) -> Submission:
+        out = Submission(self.name)
+        with campaign_lock(self.campaign_dir, "local run", wait=False):
+            reconcile(ledger)
+            rows = {row.run_id: row for row in ledger.rows()}
+            # an interrupted or failed local run runs again on the next submit (resume)
+            done = {rid for rid, row in rows.items() if row.state == RunState.COMPLETED}
+            todo = [r for r in rendered if options.force or r.run.run_id not in done]
+            out.skipped = [
+                r.run.run_id for r in rendered if r.run.run_id in done and not options.force
+            ]
+            if out.skipped:
+                self.reporter.info(
+                    f"{len(out.skipped)} run(s) already completed; skipping them (--force reruns)"
+                )
+            for i, r in enumerate(todo, 1):
+                self.reporter.run_started(r, i, len(todo))
+                outcome = run_one(r, ledger, self.reporter.run_progress)
+                self.reporter.run_ended(r, outcome.state, outcome.seconds, outcome.tail)
+                out.submitted.append(r.run.run_id)
+                out.jobs.append(r.run.run_id)
+                if outcome.state != RunState.COMPLETED:
+                    out.failed.append(r.run.run_id)
+        return out
+
+    def refresh(self, ledger: Ledger) -> Refreshed:
+        lost = reconcile(ledger)
+        out = Refreshed()
+        if lost:
+            out.changes = [StateChange(rid, RunState.RUNNING, RunState.LOST) for rid in lost]
+            out.warnings.append(f"{len(lost)} local run(s) lost: their hpcscale process is gone")
+        return out
+
+    def cancel(self, ledger: Ledger, run_ids: Sequence[str]) -> list[str]:
+        """Mark the runs cancelled and stop their process groups (by the group id each
+        recorded); the process running them also stops a run it sees cancelled (its group may
+        not be recorded yet) and records the end."""
+        rows = {r.run_id: r for r in ledger.rows()}
+        stopped = []
+        for rid in run_ids:
+            row = rows.get(rid)
+            if row is None or row.backend != self.name or row.terminal:
+                continue
+            ledger.update(rid, RunState.CANCELLED, "cancelled by the user", ended_at=time.time())
+            stop_run(Path(row.run_dir))
+            stopped.append(row.job_id or rid)
+        return stopped
+
+    def describe(self, rendered: Sequence[Rendered], options: BackendOptions) -> list[str]:
+        lines = []
+        for r in rendered:
+            lines.append(f"# {r.run.run_id}: cd {quote(str(r.run_dir))}")
+            lines.append(str(r.launch))
+        return lines

@@ -8,38 +8,27 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from hpcscale.cli.common import CampaignArg, JsonOpt, WorkdirOpt, console, print_json
+from hpcscale import api
+from hpcscale.cli.common import CampaignArg, JsonOpt, SystemOpt, WorkdirOpt, console, print_json
+from hpcscale.core.vocab import KNOBS
 
-KNOB_COLUMNS = (
-    "mpi",
-    "strategy",
-    "cross_device_ops",
-    "fusion_threshold_mb",
-    "cycle_time_ms",
-    "fp16_allreduce",
-    "hierarchical_allreduce",
-    "mixed_precision",
-    "epochs",
-    "repeat",
-)
+KNOB_COLUMNS = (*KNOBS, "epochs", "repeat")
 
 
-def validate(campaign: CampaignArg) -> None:
-    """Check a campaign (schema, system profile, every cell's arithmetic); write nothing."""
-    from hpcscale.api import plan_campaign
-
-    lc, plan = plan_campaign(campaign)
+def validate(campaign: CampaignArg, system: SystemOpt = None) -> None:
+    """Check a campaign (schema, system profile and its template, every cell's arithmetic);
+    write nothing."""
+    p = api.plan(campaign, system=system)
     console.print(
-        f"[green]ok[/green] {campaign}: campaign [bold]{lc.campaign.name}[/bold] on "
-        f"system {lc.system.name}: {len(plan.runs)} runs, {len(plan.excluded)} excluded"
+        f"[green]ok[/green] {campaign}: campaign [bold]{p.campaign.name}[/bold] on "
+        f"system {p.system.name}: {len(p.runs)} runs, {len(p.excluded)} excluded"
     )
 
 
-def plan(campaign: CampaignArg, json: JsonOpt = False) -> None:
+def plan(campaign: CampaignArg, json: JsonOpt = False, system: SystemOpt = None) -> None:
     """Show the runs a campaign expands to: one row per run, counts per axis, excluded cells."""
-    from hpcscale.api import plan_campaign
-
-    lc, p = plan_campaign(campaign)
+    p = api.plan(campaign, system=system)
+    lc = p.loaded
     records = [r.as_record() for r in p.runs]
     if json:
         print_json(records)
@@ -110,13 +99,14 @@ def render(
             "or HPCSCALE_RENDER_WORKERS)",
         ),
     ] = None,
+    system: SystemOpt = None,
 ) -> None:
     """Write DIR/<name>/runs/<run_id>/{job.sbatch,run.json} for every run (atomically)."""
-    from hpcscale.api import render_campaign
-
-    lc, _, rendered = render_campaign(campaign, workdir, workers=workers)
-    where = rendered[0].run_dir.parent if rendered else "(nothing)"
-    console.print(f"rendered {len(rendered)} runs of [bold]{lc.campaign.name}[/bold] into {where}")
+    r = api.render(campaign, workdir, system=system, workers=workers)
+    where = r.directory / "runs" if r.runs else "(nothing)"
+    console.print(
+        f"rendered {len(r.runs)} runs of [bold]{r.planned.campaign.name}[/bold] into {where}"
+    )
 
 
 def _value_of(axis: str, r: dict[str, Any]) -> str:

@@ -1,21 +1,25 @@
 """`hpcscale cluster up | down | status`: the local SLURM cluster.
 
 Progress goes to stderr; `up` prints only the `export SLURM_CONF=...` line on stdout, so
-`eval "$(hpcscale cluster up)"` points the shell's SLURM commands at the cluster.
+`eval "$(hpcscale cluster up)"` points the shell's SLURM commands, and hpcscale's SLURM backend,
+at the cluster: nothing finds it any other way. `status` says how to do that, too.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import sys
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from hpcscale.backends.slurm.cluster import ClusterInfo, LocalCluster
+from hpcscale.devcluster.cluster import LocalCluster
+from hpcscale.devcluster.status import ClusterInfo
 
 app = typer.Typer(
     help="A local SLURM cluster on this machine (munge, MariaDB, slurmdbd, slurmctld and N "
@@ -33,6 +37,8 @@ StateDir = Annotated[
         show_default=False,
     ),
 ]
+# paths and commands to copy: printed verbatim, never wrapped or read as markup
+PLAIN: dict[str, Any] = {"soft_wrap": True, "markup": False}
 
 
 def _err() -> Console:
@@ -71,6 +77,8 @@ def up(
         f"[bold]{info.partition}[/] ({time.monotonic() - t0:.1f} s); state in {info.state_dir}",
         soft_wrap=True,
     )
+    if sys.stdout.isatty():  # not eval'd: this shell does not see the cluster yet
+        err.print(f"point this shell at it: {info.up_command}", **PLAIN)
     print(info.export_line)
 
 
@@ -110,7 +118,8 @@ def status(
 def _print_status(info: ClusterInfo) -> None:
     out = Console(highlight=False)
     if not info.daemons:
-        out.print(f"no cluster in {info.state_dir}")
+        out.print(f"no cluster in {info.state_dir}", **PLAIN)
+        out.print(f"start one and point this shell at it: {info.up_command}", **PLAIN)
         return
     word = "[green]up[/]" if info.up else "[red]not (fully) up[/]"
     out.print(f"cluster [bold]{info.cluster_name}[/] in {info.state_dir}: {word}")
@@ -124,5 +133,11 @@ def _print_status(info: ClusterInfo) -> None:
         for n in info.nodes:
             nodes.add_row(n.name, n.state, str(n.cpus), str(n.memory_mb))
         out.print(nodes)
-    if info.up:
-        out.print(info.export_line)
+    if not info.up:
+        out.print(f"bring it up and point this shell at it: {info.up_command}", **PLAIN)
+        return
+    if os.environ.get("SLURM_CONF") == info.slurm_conf:
+        out.print("this shell already points at it (SLURM_CONF); for another shell:")
+    else:
+        out.print("point a shell at it (hpcscale's SLURM backend reads SLURM_CONF):")
+    out.print(info.export_line, **PLAIN)

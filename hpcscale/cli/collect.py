@@ -8,8 +8,8 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
+from hpcscale import api
 from hpcscale.cli.common import CampaignsArg, JsonOpt, WorkdirOpt, console, err_console, print_json
-from hpcscale.core.paths import select_campaigns
 from hpcscale.errors import UsageError
 
 
@@ -98,12 +98,10 @@ def collect(
     workdir: WorkdirOpt = None,
 ) -> None:
     """Gather finished runs' metrics (and timelines) into results.parquet and results.csv."""
-    from hpcscale.collect.collector import collect_campaign, frame_of
+    from hpcscale.collect.collector import frame_of
 
-    dirs = select_campaigns(campaign, workdir)
     reports: list[dict[str, Any]] = []
-    for d in dirs:
-        res = collect_campaign(d, timeline=with_timeline, progress=not json_out)
+    for res in api.collect(campaign, workdir, timeline=with_timeline, progress=not json_out):
         if json_out:
             df = frame_of(res.rows)
             reports.append(

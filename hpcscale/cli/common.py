@@ -41,3 +41,14 @@ def print_json(obj: object) -> None:
 
     sys.stdout.buffer.write(msgspec.json.format(msgspec.json.encode(obj), indent=2) + b"\n")
     sys.stdout.flush()
+
+
+SystemOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--system",
+        help="system profile NAME or PATH to use instead of the campaign's `system:` "
+        "(the same campaign on this machine, the local cluster, a real cluster)",
+        show_default=False,
+    ),
+]

@@ -12,6 +12,11 @@ import typer
 from rich.markup import escape
 
 from hpcscale.cli import campaign as campaign_cmds
+from hpcscale.cli import collect as collect_cmds
+from hpcscale.cli import report as report_cmds
+from hpcscale.cli import status as status_cmds
+from hpcscale.cli import submit as submit_cmds
+from hpcscale.cli.cluster import app as cluster_app
 from hpcscale.cli.common import err_console
 from hpcscale.errors import HpcscaleError
 
@@ -45,36 +50,15 @@ def _main(
 app.command()(campaign_cmds.validate)
 app.command()(campaign_cmds.plan)
 app.command()(campaign_cmds.render)
-
-
-def _register_optional() -> None:
-    """Commands whose modules arrive with later features register here."""
-    import importlib
-
-    for module, names in (
-        ("hpcscale.cli.submit", ("submit", "status", "cancel", "resubmit")),
-        ("hpcscale.cli.collect", ("collect", "timeline", "trace")),
-        ("hpcscale.cli.report", ("report",)),
-    ):
-        try:
-            mod = importlib.import_module(module)
-        except ModuleNotFoundError as exc:
-            if exc.name != module:
-                raise
-            continue
-        for name in names:
-            if hasattr(mod, name):
-                app.command(name=name)(getattr(mod, name))
-    try:
-        from hpcscale.cli.cluster import app as cluster_app
-    except ModuleNotFoundError as exc:
-        if exc.name != "hpcscale.cli.cluster":
-            raise
-    else:
-        app.add_typer(cluster_app, name="cluster")
-
-
-_register_optional()
+app.command()(submit_cmds.submit)
+app.command()(status_cmds.status)
+app.command()(submit_cmds.cancel)
+app.command()(submit_cmds.resubmit)
+app.command()(collect_cmds.collect)
+app.command()(collect_cmds.timeline)
+app.command()(collect_cmds.trace)
+app.command()(report_cmds.report)
+app.add_typer(cluster_app, name="cluster")
 
 
 def run() -> None:

@@ -11,12 +11,11 @@ import typer
 from rich.markup import escape
 from rich.table import Table as RichTable
 
+from hpcscale import api
 from hpcscale.cli.common import CampaignsArg, WorkdirOpt, console, err_console
-from hpcscale.core.paths import workdir as resolve_workdir
 from hpcscale.errors import HpcscaleError
 
 if TYPE_CHECKING:
-    from hpcscale.report.data import CampaignSource
     from hpcscale.report.model import CampaignReport
 
 
@@ -51,13 +50,7 @@ def report(
     workdir: WorkdirOpt = None,
 ) -> None:
     """Write the scaling report: tables in the seed reports' shapes, figures, provenance."""
-    from hpcscale.report.build import DEFAULT_FORMATS, build
-
-    wd = resolve_workdir(workdir)
-    dirs, sources = _campaigns(campaign, wd)
-    out_dir = (out or (dirs[0] / "report" if len(dirs) == 1 else wd / "report")).absolute()
-    formats = [f.value for f in format] if format else list(DEFAULT_FORMATS)
-    result = build(dirs, out_dir, formats, sources=sources)
+    result = api.report(campaign, workdir, out=out, formats=[f.value for f in format or []])
 
     for rep in result.reports:
         console.print(_summary(rep))
@@ -88,19 +81,6 @@ def report(
         raise HpcscaleError("; ".join(result.problems))
     if check and failures:
         raise HpcscaleError(f"{len(failures)} reference check(s) failed")
-
-
-def _campaigns(campaign: str | None, wd: Path) -> tuple[list[Path], dict[Path, CampaignSource]]:
-    """Campaign directories to report on, and the campaign file to use for each that the user
-    named by path (its references are the ones to check, not the copy made at submit)."""
-    from hpcscale.core.paths import select_campaigns
-    from hpcscale.report.data import campaign_source
-
-    dirs = select_campaigns(campaign, wd)
-    path = Path(campaign) if campaign else None
-    if path is not None and path.suffix in (".yaml", ".yml"):
-        return dirs, {dirs[0]: campaign_source(dirs[0], path)}
-    return dirs, {}
 
 
 def _summary(rep: CampaignReport) -> RichTable:

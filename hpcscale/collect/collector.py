@@ -24,8 +24,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import msgspec
-
 from hpcscale.analysis import (
     EXACT_COLUMNS,
     LIST_COLUMNS,
@@ -33,23 +31,26 @@ from hpcscale.analysis import (
     RUN_COLUMNS,
     TIMELINE_COLUMNS,
 )
-from hpcscale.collect.metrics import load_metrics
 from hpcscale.collect.split import exact_split, load_steps
 from hpcscale.collect.timeline import NO_COLLECTIVES, TimelineError, parse_timeline
-from hpcscale.core.paths import atomic_write, campaign_dir
+from hpcscale.core.paths import campaign_dir
 from hpcscale.errors import HpcscaleError, UsageError
+from hpcscale.formats.atomic import atomic_write
+from hpcscale.formats.metrics import load_metrics
+from hpcscale.formats.run_record import RunRecord, load_run_record
 
 RESULTS_PARQUET = "results.parquet"
 RESULTS_CSV = "results.csv"
 CACHE_FILE = ".collect-cache.json"
 # Bump when a row's content changes meaning: every cached row is then read again.
-COLLECTOR_VERSION = 1
+COLLECTOR_VERSION = 2  # 2: `model_family` (gan, cnn) and `program` for `workload`, run.json typed
 INPUT_FILES = ("run.json", "metrics.json", "timeline.json", "steps.json")
 
 TIMELINE_EXTRA = ("span_s", "timeline_events", "straggler_rank")
 EXTRA_COLUMNS = (
     "system",
-    "workload",
+    "program",
+    "model_family",
     "epochs",
     "steps_per_epoch",
     "timeline",
@@ -114,16 +115,11 @@ def _fingerprint(run_dir: Path) -> list[list[int]]:
     return out
 
 
-def _read_run_json(path: Path) -> dict[str, Any]:
+def _read_run_json(path: Path) -> RunRecord:
     try:
-        rec = msgspec.json.decode(path.read_bytes())
-    except OSError as exc:
-        raise RunProblem(f"run.json unreadable: {exc.strerror}") from exc
-    except (msgspec.DecodeError, UnicodeDecodeError) as exc:
-        raise RunProblem(f"run.json is not valid JSON: {exc}") from exc
-    if not isinstance(rec, dict) or "run_id" not in rec:
-        raise RunProblem("run.json has no run_id (not written by hpcscale render)")
-    return rec
+        return load_run_record(path)
+    except HpcscaleError as exc:
+        raise RunProblem(str(exc)) from exc
 
 
 def _mean(values: Iterable[float]) -> float:
@@ -143,7 +139,7 @@ def run_row(run_dir: Path, timeline: bool) -> tuple[dict[str, Any], list[str]]:
         m = load_metrics(metrics_path)
     except HpcscaleError as exc:
         raise RunProblem(str(exc)) from exc
-    row: dict[str, Any] = {col: rec.get(col) for col in RUN_COLUMNS}
+    row: dict[str, Any] = {col: getattr(rec, col, None) for col in RUN_COLUMNS}
     row.update(
         epoch_time_s=_mean(m.epoch_time_s),
         images_per_s=_mean(m.images_per_s),
@@ -153,11 +149,12 @@ def run_row(run_dir: Path, timeline: bool) -> tuple[dict[str, Any], list[str]]:
         epoch_times_s=list(m.epoch_time_s),
         losses={k: list(v) for k, v in m.losses.items()},
         val_accuracy=None if m.accuracy is None else list(m.accuracy),
-        system=rec.get("system"),
-        workload=rec.get("workload", m.workload),
+        system=rec.system,
+        program=rec.program,
+        model_family=m.workload,
         epochs=m.epochs,
         steps_per_epoch=m.steps_per_epoch,
-        timeline=bool(rec.get("timeline", m.timeline)),
+        timeline=rec.timeline,
         step_time_p50_ms=m.step_time.p50_ms,
         run_dir=str(run_dir),
     )

@@ -34,39 +34,13 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import msgspec
 import numpy as np
 
 from hpcscale.collect import intervals as iv
 from hpcscale.errors import InputError
+from hpcscale.formats.steps import load_steps_file
 
 TRUNCATION_US = 2
-
-
-class StepAnchor(msgspec.Struct):
-    monotonic_ns: int
-    unix_ns: int
-    uncertainty_ns: int
-
-
-class BurnIn(msgspec.Struct):
-    start_ns: list[int] = []
-    end_ns: list[int] = []
-
-
-class StepsFile(msgspec.Struct):
-    """`steps.json` as the harness writes it (jobs/steps.py); extra keys are ignored."""
-
-    format: str
-    version: int
-    anchor: StepAnchor
-    unix_offset_ns: int
-    epoch: list[int]
-    step: list[int]
-    start_ns: list[int]
-    end_ns: list[int]
-    burn_in: BurnIn = msgspec.field(default_factory=BurnIn)
-    clock: str = "monotonic_ns"
 
 
 @dataclass(frozen=True)
@@ -89,21 +63,9 @@ class Steps:
 
 
 def load_steps(path: str | os.PathLike[str]) -> Steps:
-    """Read and check `steps.json`; every failure names the file."""
+    """Read and check `steps.json` (format: hpcscale/formats/steps.py); failures name the file."""
     p = Path(path)
-    try:
-        raw = p.read_bytes()
-    except OSError as exc:
-        raise InputError(str(p), None, None, f"cannot read steps: {exc.strerror}") from exc
-    try:
-        f = msgspec.json.decode(raw, type=StepsFile)
-    except (msgspec.ValidationError, msgspec.DecodeError, UnicodeDecodeError) as exc:
-        raise InputError(str(p), None, None, f"invalid steps file: {exc}") from exc
-    if f.format != "hpcscale.steps" or f.version != 1:
-        raise InputError(str(p), None, "format", f"not an hpcscale.steps v1 file ({f.format})")
-    n = len(f.start_ns)
-    if not n or len(f.end_ns) != n or len(f.epoch) != n:
-        raise InputError(str(p), None, "start_ns", "no steps, or lists of different lengths")
+    f = load_steps_file(p)
     start = np.asarray(f.start_ns, dtype=np.int64) + f.unix_offset_ns
     end = np.asarray(f.end_ns, dtype=np.int64) + f.unix_offset_ns
     if np.any(end < start):

@@ -16,8 +16,8 @@ from pathlib import Path
 import msgspec
 import numpy as np
 
-from hpcscale.collect.records import iter_raw_records, read_start_time
 from hpcscale.collect.split import Steps, to_timeline_ns
+from hpcscale.collect.timeline import iter_raw_records, read_start_time
 
 STEPS_PID = 1_000_000_000  # far above any tensor pid Horovod hands out
 

@@ -8,43 +8,23 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from hpcscale.core.run import Scaling
 from hpcscale.core.system import System, load_system
 from hpcscale.core.validation import did_you_mean, validate
+from hpcscale.core.vocab import ARGS_PREFIX, AXIS_TERMS, Scaling
 from hpcscale.core.yamlsrc import Source, load_yaml
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
-# Axes a matrix may sweep. `args.<name>` sweeps any workload argument.
-AXES: dict[str, str] = {
-    "nodes": "number of nodes",
-    "device": "cpu | gpu",
-    "gpus_per_node": "GPUs (= ranks) per node on GPU runs",
-    "layout": "CPU ranks per node x threads per rank, e.g. '2x14'",
-    "tasks_per_node": "ranks per node",
-    "threads_per_task": "threads per rank",
-    "replicas_per_task": "devices one MirroredStrategy process drives (logical CPUs on CPU)",
-    "batch": "per-rank batch (weak, none) or global batch (strong)",
-    "batch_per_rank": "per-rank batch, whatever the scaling",
-    "global_batch": "global batch, divided over the ranks",
-    "mpi": "MPI flavour, a key of the system's `mpi:`",
-    "strategy": "horovod | mirrored",
-    "cross_device_ops": "nccl | reduce_to_one | hierarchical_copy (mirrored)",
-    "fusion_threshold_mb": "Horovod tensor fusion buffer, MB",
-    "cycle_time_ms": "Horovod cycle time, ms",
-    "fp16_allreduce": "Horovod fp16 compression of gradients",
-    "hierarchical_allreduce": "Horovod hierarchical allreduce",
-    "mixed_precision": "Keras mixed precision",
-    "model": "network (overrides workload.model)",
-    "epochs": "epochs per run",
-    "time_limit_min": "wall-time limit per run, minutes",
-}
+# Axes a matrix may sweep (defined in vocab); `args.<name>` sweeps any workload argument.
+AXES: dict[str, str] = {name: t.help for name, t in AXIS_TERMS.items()}
 RULES = ("zip", "exclude", "where")
 
 
 class Workload(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    program: str = Field(default="train", pattern=r"^[A-Za-z0-9_]+$")
+    program: str = Field(
+        default="train", pattern=r"^[A-Za-z0-9_]+$", description="entry point: jobs/<program>.py"
+    )
     model: str = Field(pattern=r"^[A-Za-z0-9_]+$")
     epochs: int = Field(default=1, gt=0)
     args: dict[str, str | int | float | bool] = Field(default_factory=dict)
@@ -127,20 +107,26 @@ class LoadedCampaign(BaseModel):
     source: Source
 
 
-def load_campaign(path: str | Path) -> LoadedCampaign:
+def load_campaign(path: str | Path, system: str | Path | None = None) -> LoadedCampaign:
+    """Load and validate a campaign. `system` (a profile name or path) overrides the campaign's
+    `system:`, so one campaign runs on a laptop, the local cluster and a real cluster."""
     path = Path(path)
     src = load_yaml(path)
     if not isinstance(src.data, dict):
         raise src.error((), "a campaign must be a YAML mapping (name:, workload:, system:, ...)")
     campaign = validate(Campaign, src.data, src)
     for axis in campaign.axes():
-        if axis not in AXES and not axis.startswith("args."):
+        if axis not in AXES and not axis.startswith(ARGS_PREFIX):
             raise src.error(
                 ("matrix", axis),
                 f"unknown axis {axis!r}{did_you_mean(axis, AXES)}; "
                 f"axes: {', '.join(AXES)}, or args.<workload argument>",
             )
-    system = load_system(
-        campaign.system, relative_to=path.parent, where=(str(path), src.line_of(("system",)))
-    )
-    return LoadedCampaign(campaign=campaign, system=system, path=path, source=src)
+    if system is not None:  # from the command line: a path is relative to where the user is
+        profile = load_system(str(system), relative_to=Path.cwd(), where=("--system", None))
+        campaign = campaign.model_copy(update={"system": profile.name})
+    else:
+        profile = load_system(
+            campaign.system, relative_to=path.parent, where=(str(path), src.line_of(("system",)))
+        )
+    return LoadedCampaign(campaign=campaign, system=profile, path=path, source=src)

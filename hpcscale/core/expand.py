@@ -7,12 +7,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import ValidationError
-from simpleeval import EvalWithCompoundTypes, InvalidExpression
 
 from hpcscale.core.campaign import AXES, LoadedCampaign
 from hpcscale.core.run import Run
 from hpcscale.core.scaling import ScalingError, batches, fit_layout
 from hpcscale.core.validation import did_you_mean
+from hpcscale.core.vocab import ARGS_PREFIX
+from hpcscale.core.where import ConditionError, holds
 from hpcscale.core.yamlsrc import KeyPath
 from hpcscale.errors import InputError
 
@@ -146,7 +147,7 @@ def resolve(lc: LoadedCampaign, a: Assignment, swept: tuple[str, ...] = ()) -> R
     fields = {
         "campaign": c.name,
         "system": s.name,
-        "workload": c.workload.program,
+        "program": c.workload.program,
         "model": a.get("model", c.workload.model),
         "scaling": c.scaling,
         "device": device,
@@ -192,7 +193,7 @@ def _zip_group(lc: LoadedCampaign, i: int, group: dict[str, list[Any]]) -> list[
 
 
 def _check_axis(lc: LoadedCampaign, axis: str, key: KeyPath) -> None:
-    if axis not in AXES and not axis.startswith("args."):
+    if axis not in AXES and not axis.startswith(ARGS_PREFIX):
         raise lc.source.error(key, f"unknown axis {axis!r}{did_you_mean(axis, AXES)}")
 
 
@@ -219,28 +220,21 @@ def _fmt(a: Assignment) -> str:
 
 
 class _Where:
-    """A `where:` condition, evaluated by simpleeval over the run's fields: no Python eval."""
+    """The campaign's `where:` condition (hpcscale.core.where), with its location for errors."""
 
     def __init__(self, lc: LoadedCampaign) -> None:
         self.lc = lc
         self.text = lc.campaign.matrix.where or ""
 
     def rejects(self, names: dict[str, Any], partial: bool = False) -> bool:
-        env = {k.replace(".", "_"): v for k, v in names.items()}
-        env.update(
-            {k: v for k, v in env.pop("args", {}).items()}
-            if isinstance(env.get("args"), dict)
-            else {}
-        )
-        ev = EvalWithCompoundTypes(names=env, functions={"min": min, "max": max, "abs": abs})
         try:
-            return not bool(ev.eval(self.text))
-        except (InvalidExpression, SyntaxError, TypeError, ValueError, KeyError) as exc:
+            return not holds(self.text, names)
+        except ConditionError as exc:
             if partial:
                 return False
             raise InputError(
                 str(self.lc.path),
                 self.lc.source.line_of(("matrix", "where")),
                 "matrix.where",
-                f"cannot evaluate {self.text!r}: {exc}",
+                str(exc),
             ) from None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import multiprocessing as mp
 import os
@@ -18,71 +19,27 @@ import jinja2
 import msgspec
 
 from hpcscale.core.gcpause import gc_paused
-from hpcscale.core.launchers import horovod_env, launch_argv, needs_hostfile, program_argv
-from hpcscale.core.paths import atomic_write, campaign_dir
+from hpcscale.core.job_command import horovod_env, program_argv
+from hpcscale.core.paths import campaign_dir
 from hpcscale.core.run import Run
-from hpcscale.core.shell import Shell, finalize, join, quote
-from hpcscale.core.system import ENV_NAME, SBATCH_SAFE, System
+from hpcscale.core.shell import SBATCH_SAFE, Shell, join, quote
+from hpcscale.core.system import System
+from hpcscale.core.templates import environment, template_problem
 from hpcscale.errors import UsageError
-
-TEMPLATE_DIRS = [Path(__file__).resolve().parents[2] / "templates"]
-
-
-@cache
-def environment(extra_dir: str | None = None) -> jinja2.Environment:
-    dirs = ([extra_dir] if extra_dir else []) + [str(d) for d in TEMPLATE_DIRS]
-    env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(dirs),
-        undefined=jinja2.StrictUndefined,
-        finalize=finalize,
-        autoescape=False,
-        auto_reload=False,
-        keep_trailing_newline=True,
-        trim_blocks=True,
-        lstrip_blocks=True,
-    )
-    env.filters["sbatch"] = _sbatch_value
-    env.filters["envname"] = _env_name
-    return env
-
-
-def _sbatch_value(value: object) -> Shell:
-    """#SBATCH lines are parsed by sbatch, not a shell: allow only values needing no quotes."""
-    text = str(value)
-    found = _SBATCH_OK.get(text)
-    if found is None:
-        if not SBATCH_SAFE.match(text):
-            raise UsageError(
-                f"value {text!r} cannot go on an #SBATCH line (use plain characters, no spaces)"
-            )
-        found = Shell(text)
-        if len(_SBATCH_OK) < 100_000:
-            _SBATCH_OK[text] = found
-    return found
-
-
-def _env_name(name: str) -> Shell:
-    found = _ENV_OK.get(name)
-    if found is None:
-        if not ENV_NAME.match(name):
-            raise UsageError(f"{name!r} is not a valid environment variable name")
-        found = _ENV_OK[name] = Shell(name)  # names come from profiles: a handful
-    return found
-
-
-# Checked values, so the regexes run once per distinct value rather than once per run.
-_SBATCH_OK: dict[str, Shell] = {}
-_ENV_OK: dict[str, Shell] = {}
+from hpcscale.formats.atomic import atomic_write
+from hpcscale.formats.run_record import encode_run_record
+from hpcscale.launchers import launch_argv, needs_hostfile
 
 
 def _template(system: System) -> jinja2.Template:
+    """Called per run: the template comes from the environment's cache; the reason is worked
+    out only when it cannot be had."""
+    dirs = tuple(map(str, system.template_dirs()))
     try:
-        return environment().get_template(system.template)
-    except jinja2.TemplateNotFound as exc:
-        raise UsageError(
-            f"system {system.name!r}: template {exc.name!r} not found in "
-            f"{', '.join(map(str, TEMPLATE_DIRS))}"
-        ) from None
+        return environment(dirs).get_template(system.template)
+    except jinja2.TemplateError:
+        problem = template_problem(dirs, system.template) or "template cannot be loaded"
+        raise UsageError(f"system {system.name!r}: {problem}") from None
 
 
 def slurm_time(minutes: int) -> str:
@@ -104,6 +61,20 @@ class Rendered:
     program: Shell
     launch: Shell
     env: dict[str, object]
+
+    @classmethod
+    def from_run_dir(cls, run_dir: Path) -> Rendered:
+        """A run as rendered earlier, from its run.json and job.sbatch: what `resubmit` hands
+        a backend again, whatever the campaign file says now. The launch line is the script's."""
+        from hpcscale.formats.run_record import load_run_record
+
+        record = load_run_record(run_dir / "run.json")
+        try:
+            run = Run.from_record(msgspec.structs.asdict(record))
+            script = (run_dir / "job.sbatch").read_text()
+        except (ValueError, OSError) as exc:
+            raise UsageError(f"{run_dir}: cannot be submitted again: {exc}") from None
+        return cls(run, run_dir, script, Shell(""), Shell(""), {})
 
 
 def render_run(run: Run, system: System, run_dir: Path, rid: str | None = None) -> Rendered:
@@ -156,8 +127,7 @@ def _render_template(template: jinja2.Template, context: dict[str, Any]) -> str:
 
 
 def _files(r: Rendered) -> tuple[tuple[str, bytes, int], ...]:
-    record = msgspec.json.format(msgspec.json.encode(r.run.as_record(r.run_dir.name)), indent=2)
-    record += b"\n"
+    record = encode_run_record(r.run.as_record(r.run_dir.name))
     return (("job.sbatch", r.script.encode(), 0o755), ("run.json", record, 0o644))
 
 
@@ -309,6 +279,8 @@ def render_all(
     runs_dir = cdir / "runs"
     stage = None if runs_dir.exists() else runs_dir.with_name(f".runs.staging-{os.getpid()}")
     n = render_workers(len(runs), workers)
+    # directories a failed first render must not leave behind (empty, but still a campaign)
+    made = [d for d in (cdir.parent, cdir) if not d.exists()]
     with gc_paused():
         try:
             if stage is not None:
@@ -326,6 +298,13 @@ def render_all(
                 except OSError as exc:  # another render created it meanwhile: merge instead
                     if exc.errno not in (errno.EEXIST, errno.ENOTEMPTY):
                         raise
+        except BaseException:
+            if stage is not None:
+                shutil.rmtree(stage, ignore_errors=True)
+            for d in reversed(made):
+                with contextlib.suppress(OSError):  # not empty: another render's, keep it
+                    d.rmdir()
+            raise
         finally:
             if stage is not None:
                 shutil.rmtree(stage, ignore_errors=True)

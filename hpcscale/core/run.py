@@ -5,18 +5,14 @@ from __future__ import annotations
 
 import hashlib
 from functools import cached_property
-from typing import Any, Literal
+from typing import Any
 
 import msgspec
 from pydantic import BaseModel, ConfigDict, Field
 
-Scaling = Literal["weak", "strong", "none"]
-Device = Literal["cpu", "gpu"]
-Strategy = Literal["horovod", "mirrored"]
-CrossDeviceOps = Literal["nccl", "reduce_to_one", "hierarchical_copy"]
-MpiFlavour = Literal["openmpi", "mvapich2-gdr", "nccl", "gloo"]
+from hpcscale.core.vocab import CrossDeviceOps, Device, Scaling, Strategy
 
-RUN_SCHEMA_VERSION = 1
+__all__ = ["CrossDeviceOps", "Device", "Run", "Scaling", "Strategy", "run_id_of"]
 
 
 class Run(BaseModel):
@@ -27,7 +23,7 @@ class Run(BaseModel):
 
     campaign: str
     system: str
-    workload: str = Field(description="program in jobs/, e.g. 'gan' or 'cnn'")
+    program: str = Field(default="train", description="entry point in jobs/ (jobs/<program>.py)")
     model: str = Field(description="network, e.g. dcgan, sngan, wgan_gp, resnet50")
     scaling: Scaling
     device: Device
@@ -40,7 +36,7 @@ class Run(BaseModel):
     global_batch: int
     strategy: Strategy = "horovod"
     cross_device_ops: CrossDeviceOps | None = None
-    mpi: MpiFlavour = "openmpi"
+    mpi: str = Field(default="openmpi", description="a key of the system profile's `mpi:`")
     launcher: str = "mpirun"
     fusion_threshold_mb: float | None = None
     cycle_time_ms: float | None = None
@@ -75,6 +71,21 @@ class Run(BaseModel):
             copy.__dict__.pop("run_id", None)
         return copy
 
+    @classmethod
+    def from_record(cls, record: dict[str, Any]) -> Run:
+        """The run a run.json describes (derived and bookkeeping keys dropped); its id is
+        re-derived, so an edited record cannot pass for the run it names."""
+        fields = {k: v for k, v in record.items() if k in cls.model_fields}
+        if "program" not in fields and isinstance(record.get("workload"), str):
+            fields["program"] = record["workload"]  # rendered before the rename
+        fields["swept"] = tuple(fields.get("swept", ()))
+        run = cls.model_validate(fields)
+        if record.get("run_id") not in (None, run.run_id):
+            raise ValueError(
+                f"its fields hash to run id {run.run_id}, not {record['run_id']} (edited?)"
+            )
+        return run
+
     def as_record(self, run_id: str | None = None) -> dict[str, Any]:
         """Flat dict for tables and JSON: model fields plus derived ones (`run_id` if known)."""
         rec = dict(self.__dict__)  # every field is a JSON type already; model_dump is slow
@@ -87,12 +98,15 @@ class Run(BaseModel):
 
 
 _NOT_HASHED = frozenset({"swept", "run_id"})  # bookkeeping, and the cached hash itself
+# Fields renamed since ids were first handed out, hashed under their first name so that a
+# campaign rendered before the rename keeps its run ids (and its ledger rows and results).
+_HASHED_AS = {"program": "workload"}
 
 
 def run_id_of(run: Run) -> str:
     """Short stable hash of the resolved content (canonical JSON, sorted keys)."""
     # Every field is already a JSON type, so the instance dict encodes exactly as
     # model_dump(mode="json") would, at a fraction of the cost (this runs per run, per use).
-    content = {k: v for k, v in run.__dict__.items() if k not in _NOT_HASHED}
+    content = {_HASHED_AS.get(k, k): v for k, v in run.__dict__.items() if k not in _NOT_HASHED}
     blob = msgspec.json.encode(content, order="sorted")
     return hashlib.sha256(blob).hexdigest()[:10]

@@ -8,8 +8,15 @@ campaign value like `$(touch /tmp/x)` always reaches the script as an inert stri
 from __future__ import annotations
 
 import contextlib
+import re
 import shlex
 from collections.abc import Iterable
+
+from hpcscale.errors import UsageError
+
+# sbatch reads `#SBATCH` lines itself (no shell), so their values must need no quoting at all.
+SBATCH_SAFE = re.compile(r"^[A-Za-z0-9_.:,@%+=/-]+$")
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 class Shell(str):
@@ -73,3 +80,32 @@ def join(words: Iterable[object]) -> Shell:
 # Jinja's `finalize` hook: what a template prints is quoted unless already Shell (and None is
 # refused). It is `quote` itself, as it runs for every printed value of every run.
 finalize = quote
+
+
+def sbatch_value(value: object) -> Shell:
+    """#SBATCH lines are parsed by sbatch, not a shell: allow only values needing no quotes."""
+    text = str(value)
+    found = _SBATCH_OK.get(text)
+    if found is None:
+        if not SBATCH_SAFE.match(text):
+            raise UsageError(
+                f"value {text!r} cannot go on an #SBATCH line (use plain characters, no spaces)"
+            )
+        found = Shell(text)
+        if len(_SBATCH_OK) < 100_000:
+            _SBATCH_OK[text] = found
+    return found
+
+
+def env_name(name: str) -> Shell:
+    found = _ENV_OK.get(name)
+    if found is None:
+        if not ENV_NAME.match(name):
+            raise UsageError(f"{name!r} is not a valid environment variable name")
+        found = _ENV_OK[name] = Shell(name)  # names come from profiles: a handful
+    return found
+
+
+# Checked values, so the regexes run once per distinct value rather than once per run.
+_SBATCH_OK: dict[str, Shell] = {}
+_ENV_OK: dict[str, Shell] = {}

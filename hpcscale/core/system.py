@@ -13,17 +13,26 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from hpcscale.core.shell import ENV_NAME, SBATCH_SAFE
+from hpcscale.core.templates import template_problem
 from hpcscale.core.validation import did_you_mean, validate
 from hpcscale.core.yamlsrc import load_yaml
 from hpcscale.errors import InputError
 
 SHIPPED_DIR = Path(__file__).resolve().parents[1] / "systems"
-# sbatch reads `#SBATCH` lines itself (no shell), so their values must need no quoting at all.
-SBATCH_SAFE = re.compile(r"^[A-Za-z0-9_.:,@%+=/-]+$")
-ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 Scheduler = Literal["slurm", "local"]
-Launcher = Literal["srun", "mpirun", "mpirun_rsh", "horovodrun"]
+REPO_TEMPLATES = Path(__file__).resolve().parents[2] / "templates"
+
+
+def _known_launcher(name: str | None) -> str | None:
+    from hpcscale.launchers import REGISTRY
+
+    if name is not None and name not in REGISTRY:
+        raise ValueError(
+            f"unknown launcher {name!r}{did_you_mean(name, REGISTRY)}; known: {', '.join(REGISTRY)}"
+        )
+    return name
 
 
 class Flavour(BaseModel):
@@ -32,7 +41,7 @@ class Flavour(BaseModel):
     model_config = ConfigDict(extra="forbid")
     modules: list[str] = Field(default_factory=list)
     env: dict[str, str | int | float] = Field(default_factory=dict)
-    launcher: Launcher | None = Field(default=None, description="overrides the system launcher")
+    launcher: str | None = Field(default=None, description="overrides the system launcher")
     launcher_args: list[str] | None = Field(
         default=None, description="overrides the system's launcher_args (they suit its launcher)"
     )
@@ -42,6 +51,11 @@ class Flavour(BaseModel):
     def _env_names(cls, env: dict[str, str | int | float]) -> dict[str, str | int | float]:
         return _check_env(env)
 
+    @field_validator("launcher")
+    @classmethod
+    def _launcher(cls, v: str | None) -> str | None:
+        return _known_launcher(v)
+
 
 class System(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -49,8 +63,13 @@ class System(BaseModel):
     name: str
     description: str = ""
     scheduler: Scheduler = "slurm"
-    launcher: Launcher = "srun"
-    template: str = Field(default="base.sbatch.j2", description="child template in templates/")
+    launcher: str = "srun"
+    template: str = Field(default="base.sbatch.j2", description="job template (Jinja)")
+    templates: str | None = Field(
+        default=None,
+        description="a directory searched for `template` before the shipped templates/ "
+        "(relative to the profile file)",
+    )
     cores_per_node: int = Field(gt=0)
     gpus_per_node: int = Field(default=0, ge=0)
     max_nodes: int = Field(default=1024, gt=0)
@@ -89,8 +108,25 @@ class System(BaseModel):
     def _env_names(cls, env: dict[str, str | int | float]) -> dict[str, str | int | float]:
         return _check_env(env)
 
+    @field_validator("launcher")
+    @classmethod
+    def _launcher(cls, v: str) -> str:
+        _known_launcher(v)
+        return v
+
     def flavour(self, name: str) -> Flavour:
         return self.mpi[name]
+
+    @property
+    def allocates_nodes(self) -> bool:
+        """Jobs run inside a scheduler allocation whose hosts the job script must read; the
+        local scheduler runs everything on this machine."""
+        return self.scheduler != "local"
+
+    def template_dirs(self) -> list[Path]:
+        """Where the job template is looked up: the profile's own directory first."""
+        own = [Path(self.templates)] if self.templates else []
+        return [*own, REPO_TEMPLATES]
 
 
 def _check_env(env: dict[str, str | int | float]) -> dict[str, str | int | float]:
@@ -137,9 +173,16 @@ def load_system(
     src = load_yaml(path)
     data = src.data if isinstance(src.data, dict) else {}
     data.setdefault("name", path.stem)
+    if isinstance(data.get("templates"), str):  # relative to the profile, wherever it is used
+        data["templates"] = str((path.parent / data["templates"]).absolute())
     system = validate(System, data, src)
     if system.mpi_default not in system.mpi:
         raise src.error(
             ("mpi_default",), f"{system.mpi_default!r} is not one of mpi: {', '.join(system.mpi)}"
         )
+    if system.templates and not Path(system.templates).is_dir():
+        raise src.error(("templates",), f"templates directory {system.templates} does not exist")
+    problem = template_problem([str(d) for d in system.template_dirs()], system.template)
+    if problem:
+        raise src.error(("template",), problem)
     return system

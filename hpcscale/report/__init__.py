@@ -2,10 +2,11 @@
 beside it), a self-contained index.html, and CSV / Parquet of the tidy tables.
 
 Modules: data (finding campaigns, the collector's table), sections (which sections the data
-supports, their tables and figures), figures (matplotlib, drawn for print), labels (short names
-for groups and cells), fmt (numbers in tables), markdown / html (writers), export (CSV,
-Parquet), provenance (versions, MPI, knobs, system profile), refs (campaign references ->
-analysis checks), build (all of it, written atomically).
+supports, their tables and figures; a package, one module per section family), figures
+(matplotlib, drawn for print; one module per figure family), labels (short names for groups
+and cells), model (what a report is made of), fmt (numbers in tables), markdown / html
+(writers), export (CSV, Parquet), provenance (versions, MPI, knobs, system profile), build (all
+of it, written atomically). The numbers and choices come from `hpcscale.analysis`.
 """
 
 from __future__ import annotations

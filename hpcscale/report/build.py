@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from hpcscale.core.paths import atomic_write
 from hpcscale.errors import HpcscaleError, UsageError
+from hpcscale.formats.atomic import atomic_write
 from hpcscale.report import html, markdown, provenance
 from hpcscale.report.data import CampaignSource, campaign_source, collected_runs
 from hpcscale.report.export import ParquetUnavailable, csv_bytes, parquet_bytes

@@ -1,29 +1,45 @@
 """Short names for groups and cells: only what differs between the rows shown, so legends and bar
-labels stay short enough to read in print."""
+labels stay short enough to read in print. Knob names and units come from `hpcscale.core.vocab`."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import pandas as pd
 
 from hpcscale.analysis.tables import strategy_name
+from hpcscale.core.vocab import KNOBS, Term, term
 
 Describe = Callable[[pd.Series], str]
 
 
-def _flag(name: str, col: str) -> Describe:
+def _words(t: Term) -> str:
+    """A term's label inside a comma-separated label: lower case, unless it opens with an
+    acronym ("MPI flavour")."""
+    label = t.label
+    return label if label[1:2].isupper() else label[:1].lower() + label[1:]
+
+
+def _flag(t: Term) -> Describe:
     """Only a switched-on flag is named (a label says what is on, not all that is off)."""
-    return lambda r: name if bool(r[col]) else ""
+    name = _words(t)
+    return lambda r: name if bool(r[t.name]) else ""
 
 
-def _num(name: str, unit: str, col: str) -> Describe:
+def _num(t: Term) -> Describe:
+    name = _words(t)
+
     def describe(r: pd.Series) -> str:
-        v = r[col]
-        return f"default {name}" if v is None or pd.isna(v) else f"{name} {float(v):g} {unit}"
+        v = r[t.name]
+        return f"default {name}" if v is None or pd.isna(v) else f"{name} {float(v):g} {t.unit}"
 
     return describe
+
+
+def _knob(name: str) -> tuple[tuple[str, ...], Describe]:
+    t = term(name)
+    return (name,), _flag(t) if t.type == "bool" else _num(t)
 
 
 # Column -> (columns it depends on, how to say it). Order = order in a label.
@@ -43,25 +59,15 @@ PARTS: dict[str, tuple[tuple[str, ...], Describe]] = {
     "ranks": (("ranks",), lambda r: f"{int(r['ranks'])} rank{'s' * (int(r['ranks']) != 1)}"),
     "batch_per_rank": (("batch_per_rank",), lambda r: f"batch {int(r['batch_per_rank'])}/rank"),
     "global_batch": (("global_batch",), lambda r: f"global batch {int(r['global_batch'])}"),
-    "fusion_threshold_mb": (("fusion_threshold_mb",), _num("fusion", "MB", "fusion_threshold_mb")),
-    "cycle_time_ms": (("cycle_time_ms",), _num("cycle", "ms", "cycle_time_ms")),
-    "fp16_allreduce": (("fp16_allreduce",), _flag("fp16 all-reduce", "fp16_allreduce")),
-    "mixed_precision": (("mixed_precision",), _flag("mixed precision", "mixed_precision")),
-    "hierarchical_allreduce": (
-        ("hierarchical_allreduce",),
-        _flag("hierarchical", "hierarchical_allreduce"),
-    ),
+    # The numeric and on/off knobs, named as the vocabulary names them.
+    **{k: _knob(k) for k in KNOBS if term(k).type in ("bool", "float")},
     "repeat": (("repeat",), lambda r: f"repeat {int(r['repeat'])}"),
     "fixed_batch": (("fixed_batch",), lambda r: str(r["fixed_batch"])),
 }
-# The knobs a study varies at a fixed scale (how ranks talk and compute).
+# The knobs a study varies at a fixed scale (how ranks talk and compute), in vocabulary order,
+# then the CPU layout.
 KNOB_PARTS: tuple[str, ...] = (
-    "strategy",
-    "fusion_threshold_mb",
-    "cycle_time_ms",
-    "fp16_allreduce",
-    "mixed_precision",
-    "hierarchical_allreduce",
+    *dict.fromkeys(next(p for p, (cols, _) in PARTS.items() if k in cols) for k in KNOBS),
     "layout",
 )
 GROUP_PARTS: tuple[str, ...] = (
@@ -136,3 +142,54 @@ def _fixed_batch(row: pd.Series) -> str:
     if row["scaling"] == "strong":
         return f"global batch {int(row['global_batch'])}"
     return f"batch {int(row['batch_per_rank'])}/rank"
+
+
+def with_setting(
+    table: pd.DataFrame, rows: pd.DataFrame, match: Mapping[str, str], identity: Sequence[str]
+) -> pd.DataFrame:
+    """Add a "Setting" column naming the knobs that tell rows apart when the columns the table
+    shows (`identity`, as cell columns) do not, e.g. fp16 on/off in a plain scaling table.
+
+    The analysis tables sort their rows; each table row is matched back to its cell on the
+    `match` columns (table column -> cell column), whose values the tables copy unchanged."""
+    parts = _needed(rows, [c for c in identity if c in rows.columns])
+    if not parts or table.empty:
+        return table
+    names = [describe(r, parts) for _, r in rows.iterrows()]
+    keys = [tuple(r[c] for c in match.values()) for _, r in rows.iterrows()]
+    left = list(range(len(rows)))
+    settings = []
+    for _, trow in table.iterrows():
+        want = tuple(trow[c] for c in match)
+        hit = next((k for k in left if all(map(_same, keys[k], want))), None)
+        if hit is None:  # cannot happen with the analysis' tables; never mislabel a row
+            return table
+        left.remove(hit)
+        settings.append(names[hit])
+    out = table.copy()
+    out.insert(1, "Setting", settings)
+    return out
+
+
+def _needed(rows: pd.DataFrame, identity: list[str]) -> list[str]:
+    """The fewest knob parts that, with the identity columns, tell every cell apart."""
+
+    def distinct(parts: Sequence[str]) -> int:
+        cols = identity + [c for p in parts for c in PARTS[p][0]]
+        return len(rows[list(dict.fromkeys(cols))].map(str).drop_duplicates()) if cols else 1
+
+    parts = varying(rows, KNOB_PARTS)
+    full = distinct(parts)
+    if distinct([]) == full:
+        return []
+    for part in reversed(list(parts)):
+        trial = [p for p in parts if p != part]
+        if distinct(trial) == full:
+            parts = trial
+    return parts
+
+
+def _same(a: Any, b: Any) -> bool:
+    if pd.isna(a) and pd.isna(b):
+        return True
+    return bool(a == b)

@@ -46,3 +46,8 @@ class CampaignReport:
     cells: pd.DataFrame  # derive.derive(runs)
     reference_results: list = field(default_factory=list)  # analysis.references.ReferenceResult
     notes: list[str] = field(default_factory=list)  # what was left out and why
+
+
+def plot_if(key: str, title: str, figure: Figure | None, caption: str = "") -> list[Plot]:
+    """A section's plots: none when the figure function had nothing to draw."""
+    return [] if figure is None else [Plot(key, title, figure, caption)]

@@ -14,6 +14,9 @@ from typing import Any
 import msgspec
 import pandas as pd
 
+from hpcscale.errors import HpcscaleError
+from hpcscale.formats.run_record import load_run_record
+
 KNOB_PREFIXES: tuple[str, ...] = (
     "HOROVOD_",
     "NCCL_",
@@ -46,12 +49,13 @@ SOFTWARE: tuple[tuple[str, str], ...] = (
 
 
 def read_runs(campaign_dir: Path) -> list[tuple[dict[str, Any], dict[str, Any] | None]]:
-    """(run.json, metrics.json provenance or None) for every run directory that has a run.json.
-    Unreadable files count as missing: provenance must not stop a report."""
+    """(run.json's fields, metrics.json provenance or None) for every run directory with a
+    valid run.json. Unreadable files count as missing: provenance must not stop a report."""
     out = []
     for rd in sorted((campaign_dir / "runs").glob("*/run.json")):
-        run = _read(rd)
-        if run is None:
+        try:
+            run = msgspec.structs.asdict(load_run_record(rd))
+        except HpcscaleError:
             continue
         metrics = _read(rd.parent / "metrics.json")
         prov = metrics.get("provenance") if isinstance(metrics, dict) else None
@@ -93,7 +97,6 @@ def system_table(name: str | None, campaign_dir: Path) -> tuple[pd.DataFrame, st
     if not name:
         return pd.DataFrame(columns=["Setting", "Value"]), "no system profile recorded"
     from hpcscale.core.system import load_system
-    from hpcscale.errors import HpcscaleError
 
     try:
         system = load_system(name, relative_to=campaign_dir)

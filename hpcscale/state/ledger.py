@@ -16,35 +16,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-LEDGER_NAME = "ledger.sqlite"
+from hpcscale.state.states import ACTIVE, TERMINAL, RunState
 
-# Terminal states never change again unless a run is resubmitted.
-TERMINAL = frozenset(
-    {
-        "COMPLETED",
-        "FAILED",
-        "CANCELLED",
-        "TIMEOUT",
-        "NODE_FAIL",
-        "OUT_OF_MEMORY",
-        "BOOT_FAIL",
-        "DEADLINE",
-        "PREEMPTED",
-        "LOST",
-    }
-)
-ACTIVE = frozenset(
-    {
-        "SUBMITTED",
-        "PENDING",
-        "RUNNING",
-        "REQUEUED",
-        "SUSPENDED",
-        "COMPLETING",
-        "CONFIGURING",
-        "RESIZING",
-    }
-)
+__all__ = ["ACTIVE", "TERMINAL", "Ledger", "RunRow", "RunState", "pid_alive"]
+
+LEDGER_NAME = "ledger.sqlite"
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -75,7 +51,7 @@ CREATE TABLE IF NOT EXISTS events (
 CREATE INDEX IF NOT EXISTS events_run ON events(run_id);
 """
 
-Change = tuple[str, str | None, str | None, dict[str, Any]]
+Change = tuple[str, RunState | str | None, str | None, dict[str, Any]]
 
 COLUMNS = (
     "run_id",
@@ -102,7 +78,7 @@ class RunRow:
     run_id: str
     run_dir: str
     backend: str | None
-    state: str
+    state: RunState
     job_id: str | None
     array_job_id: str | None
     array_index: int | None
@@ -116,9 +92,12 @@ class RunRow:
     runner_pid: int | None
     updated_at: float
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "state", RunState.parse(self.state))
+
     @property
     def terminal(self) -> bool:
-        return self.state in TERMINAL
+        return self.state.terminal
 
 
 class Ledger:
@@ -180,14 +159,18 @@ class Ledger:
         return added
 
     def update(
-        self, run_id: str, state: str | None = None, detail: str | None = None, **fields: Any
+        self,
+        run_id: str,
+        state: RunState | str | None = None,
+        detail: str | None = None,
+        **fields: Any,
     ) -> None:
         self.update_many([run_id], state, detail, **fields)
 
     def update_many(
         self,
         run_ids: Iterable[str],
-        state: str | None = None,
+        state: RunState | str | None = None,
         detail: str | None = None,
         **fields: Any,
     ) -> None:
@@ -213,12 +196,13 @@ class Ledger:
                         if missing_ok:
                             continue
                         raise KeyError(f"run {rid} is not in the ledger")
+                    state = RunState(state)  # a typo'd state is an error, never stored
                     if row[0] != state or detail:
                         db.execute(
                             "INSERT INTO events(run_id, at, state, detail) VALUES (?, ?, ?, ?)",
-                            (rid, now, state, detail),
+                            (rid, now, str(state), detail),
                         )
-                    sets["state"] = state
+                    sets["state"] = str(state)
                 sets["updated_at"] = now
                 assign = ", ".join(f"{k} = ?" for k in sets)
                 if bump_attempts:

@@ -11,10 +11,13 @@ from __future__ import annotations
 import os
 import subprocess
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
 from submitit.slurm.slurm import SlurmInfoWatcher, read_job_id
+
+from hpcscale.state.states import NOT_ENDED, RunState
 
 TIMEOUT_S = 20.0
 SACCT_FIELDS = "JobID,JobName,State,ExitCode,NodeList,Start,End,Submit"
@@ -38,8 +41,18 @@ class Result:
         return "; ".join(lines) if lines else f"{self.argv[0]} exited with {self.returncode}"
 
 
-def run(argv: list[str], timeout: float = TIMEOUT_S, cwd: str | None = None) -> Result:
-    """Run a SLURM client; a hang (dead slurmctld) or a missing program becomes a failed Result."""
+TIMED_OUT = 124  # exit status of a client that did not answer in time (as timeout(1) says)
+NOT_RUN = 127  # ... of a client that could not be started
+
+
+def run(
+    argv: list[str],
+    timeout: float = TIMEOUT_S,
+    cwd: str | None = None,
+    env: Mapping[str, str] | None = None,
+) -> Result:
+    """Run a SLURM client; a hang (dead slurmctld) or a missing program becomes a failed Result.
+    `env`: variables to set for the child only (this process's environment stays as it is)."""
     try:
         proc = subprocess.run(
             argv,
@@ -47,13 +60,13 @@ def run(argv: list[str], timeout: float = TIMEOUT_S, cwd: str | None = None) -> 
             text=True,
             timeout=timeout,
             cwd=cwd,
-            env=os.environ,
+            env={**os.environ, **env} if env else os.environ,
             check=False,
         )
     except subprocess.TimeoutExpired:
-        return Result(argv, 124, "", f"{argv[0]} did not answer within {timeout:.0f} s")
+        return Result(argv, TIMED_OUT, "", f"{argv[0]} did not answer within {timeout:.0f} s")
     except OSError as exc:
-        return Result(argv, 127, "", f"cannot run {argv[0]}: {exc}")
+        return Result(argv, NOT_RUN, "", f"cannot run {argv[0]}: {exc}")
     return Result(argv, proc.returncode, proc.stdout, proc.stderr)
 
 
@@ -63,7 +76,7 @@ class JobInfo:
 
     job_id: str  # "12" or "12_3"
     name: str
-    state: str
+    state: RunState
     exit_code: str | None = None
     nodelist: str | None = None
     start: float | None = None
@@ -81,15 +94,11 @@ def slurm_time(text: str | None) -> float | None:
         return None
 
 
-def _state(text: str) -> str:
-    return text.split()[0] if text.strip() else "UNKNOWN"  # "CANCELLED by 0" -> CANCELLED
-
-
 def _info(job_id: str, fields: dict[str, str]) -> JobInfo:
     return JobInfo(
         job_id=job_id,
         name=fields.get("JobName", ""),
-        state=_state(fields.get("State", "")),
+        state=RunState.parse(fields.get("State")),
         exit_code=fields.get("ExitCode") or None,
         nodelist=(fields.get("NodeList") or None)
         if fields.get("NodeList") not in ("None assigned", "(null)")
@@ -151,12 +160,6 @@ def sacct_by_name(names: list[str], since: float) -> tuple[list[JobInfo], Result
     return [_info(jid, fields) for jid, fields in parsed.items()], res
 
 
-# squeue states in which a job has not ended (its %e is a forecast, not an end time)
-NOT_ENDED = frozenset(
-    {"PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "SUSPENDED", "REQUEUED", "RESIZING"}
-)
-
-
 def squeue(names: list[str] | None = None) -> tuple[list[JobInfo], Result]:
     """Our jobs slurmctld still holds (array tasks one per line), optionally only these names.
 
@@ -175,15 +178,16 @@ def squeue(names: list[str] | None = None) -> tuple[list[JobInfo], Result]:
         if len(parts) != 7:
             continue
         jid, name, state, nodes, submit, start, end = parts
-        ended = state not in NOT_ENDED
+        parsed = RunState.parse(state)
+        ended = parsed not in NOT_ENDED
         for split in read_job_id(jid):
             jobs.append(
                 JobInfo(
                     job_id="_".join(split[:2]),
                     name=name,
-                    state=_state(state),
+                    state=parsed,
                     nodelist=nodes or None,
-                    start=slurm_time(start) if state != "PENDING" else None,
+                    start=slurm_time(start) if parsed != RunState.PENDING else None,
                     end=slurm_time(end) if ended else None,
                     submit=slurm_time(submit),
                 )

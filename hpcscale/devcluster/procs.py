@@ -17,6 +17,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from hpcscale.formats.atomic import atomic_write
+
 
 @dataclass(frozen=True)
 class ProcRecord:
@@ -37,17 +39,7 @@ class ProcRecord:
             return None
 
     def save(self, path: Path) -> None:
-        atomic_write(path, json.dumps(asdict(self), indent=1) + "\n")
-
-
-def atomic_write(path: Path, text: str, mode: int = 0o644) -> None:
-    """Readers see the old file or the new one, never half of it."""
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
-    with os.fdopen(fd, "w") as fh:
-        fh.write(text)
-    os.chmod(tmp, mode)
-    os.replace(tmp, path)
+        atomic_write(path, json.dumps(asdict(self), indent=1) + "\n", mode=0o644)
 
 
 def _stat_fields(pid: int) -> list[str] | None:
@@ -158,16 +150,3 @@ def stop(records: Iterable[ProcRecord], timeout: float = 10.0) -> dict[str, str]
     for rec in records:
         outcome.setdefault(rec.name, "stopped")
     return outcome
-
-
-def tail(path: Path | str, lines: int = 15) -> str:
-    """The last lines of a log file, for error messages."""
-    try:
-        with open(path, "rb") as fh:
-            fh.seek(0, os.SEEK_END)
-            size = fh.tell()
-            fh.seek(max(0, size - 8192))
-            text = fh.read().decode(errors="replace")
-    except OSError:
-        return f"(no log at {path})"
-    return "\n".join(text.splitlines()[-lines:])

@@ -12,12 +12,13 @@ from typing import Any, Literal
 
 import msgspec
 
+from hpcscale.core.vocab import Device, Strategy
 from hpcscale.errors import InputError
+from hpcscale.formats._messages import key_of
 
 SCHEMA_VERSION: int = 1
 
 Workload = Literal["gan", "cnn"]
-Strategy = Literal["horovod", "mirrored"]
 
 
 class _Struct(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=False):
@@ -78,7 +79,7 @@ class Metrics(_Struct, kw_only=True):
     data: str
     image_size: int
     num_classes: int | None
-    device: Literal["cpu", "gpu"]
+    device: Device
     threads: int | None
     fp16_allreduce: bool
     mixed_precision: str | None
@@ -128,7 +129,7 @@ def load_metrics(path: str | os.PathLike[str]) -> Metrics:
     try:
         metrics = msgspec.json.decode(raw, type=Metrics)
     except msgspec.ValidationError as exc:
-        key = _key_of(str(exc))
+        key = key_of(str(exc))
         raise InputError(str(p), None, key, f"invalid metrics: {exc}") from exc
     except (msgspec.DecodeError, UnicodeDecodeError) as exc:
         raise InputError(str(p), None, None, f"not valid JSON: {exc}") from exc
@@ -140,11 +141,3 @@ def load_metrics(path: str | os.PathLike[str]) -> Metrics:
             f"schema version {metrics.schema_version} is not the supported {SCHEMA_VERSION}",
         )
     return metrics
-
-
-def _key_of(message: str) -> str | None:
-    """msgspec says '... - at `$.step_time.p50_ms`'; keep the path for the error's key."""
-    marker = "at `$."
-    if marker not in message:
-        return None
-    return message.split(marker, 1)[1].split("`", 1)[0] or None

@@ -1,18 +1,21 @@
 """How the local cluster's daemons are started, in dependency order, and when each counts as
-ready; the SLURM client commands the cluster runs against them."""
+ready."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
 
-from hpcscale.backends.slurm import loopback, procs
-from hpcscale.backends.slurm.config import ClusterSpec, Layout, mysql_setup_sql
-from hpcscale.backends.slurm.probes import tcp_open, unix_open
+from hpcscale.devcluster import loopback, procs
+from hpcscale.devcluster.client import slurm
+from hpcscale.devcluster.conffiles import mysql_setup_sql
+from hpcscale.devcluster.layout import Layout
+from hpcscale.devcluster.logs import excerpt
+from hpcscale.devcluster.probes import tcp_open, unix_open
+from hpcscale.devcluster.spec import ClusterSpec
 from hpcscale.errors import BackendError
 
 Progress = Callable[[str], None]
@@ -32,27 +35,6 @@ MARIADB_RUN_TUNING = [
 READY_TIMEOUT_S = 45.0
 
 
-def client_env(lay: Layout) -> dict[str, str]:
-    env = dict(os.environ)
-    env["SLURM_CONF"] = str(lay.slurm_conf)
-    return env
-
-
-def slurm_cmd(lay: Layout, *args: str, timeout: float = 10.0) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        list(args),
-        env=client_env(lay),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
-
-
-def log_of(lay: Layout, name: str) -> str:
-    return str(lay.log / f"{name}.log")
-
-
 class Starter:
     """Starts the missing daemons in dependency order and waits until each one serves."""
 
@@ -69,7 +51,7 @@ class Starter:
         self.exe = exe
         self.running = running
         self.say = say
-        self.env = client_env(self.lay)
+        self.env = {**os.environ, "SLURM_CONF": str(lay.slurm_conf)}
         shim = str(loopback.shim(self.lay.lib))
         preload = " ".join(p for p in (shim, os.environ.get("LD_PRELOAD", "")) if p)
         self.slurm_env = {**self.env, "LD_PRELOAD": preload}
@@ -118,8 +100,7 @@ class Starter:
         if ctld is not None and any(f"slurmd-{n}" in self.running for n in spec.node_names):
             # A new slurmctld marks running slurmd "unknown" until its first ping (~5 s);
             # asking them to reconfigure makes them register at once.
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                slurm_cmd(lay, "scontrol", "reconfigure", timeout=10)
+            slurm(lay, "scontrol", "reconfigure", timeout=10)  # best effort
         slurmds = [
             self._start(
                 f"slurmd-{node}", [exe["slurmd"], "-D", "-N", node, "-f", str(lay.slurm_conf)]
@@ -192,8 +173,8 @@ class Starter:
         expected = set(self.spec.node_names)
         states: dict[str, str] = {}
         while True:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                res = slurm_cmd(self.lay, "sinfo", "-h", "-N", "-o", "%N|%T", timeout=5)
+            res = slurm(self.lay, "sinfo", "-h", "-N", "-o", "%N|%T", timeout=5)
+            if res.ok:
                 states = dict(line.split("|", 1) for line in res.stdout.splitlines() if "|" in line)
             ready = {n for n, s in states.items() if _usable(s)}
             if expected <= ready:
@@ -225,9 +206,10 @@ def _usable(state: str) -> bool:
 
 
 def failure(rec: procs.ProcRecord, lay: Layout, what: str) -> str:
-    log = Path(log_of(lay, rec.name))
+    """What went wrong, with the daemon's own log (else its captured output) to show why."""
+    log = lay.daemon_log(rec.name)
     shown = log if log.exists() else Path(rec.log)
-    text = f"{rec.name} (pid {rec.pid}) {what}; last lines of {shown}:\n{procs.tail(shown)}"
+    text = f"{rec.name} (pid {rec.pid}) {what}; last lines of {shown}:\n{excerpt(shown)}"
     if shown != Path(rec.log):
-        text += f"\n--- {rec.log}:\n{procs.tail(rec.log, 5)}"
+        text += f"\n--- {rec.log}:\n{excerpt(rec.log, 5)}"
     return text

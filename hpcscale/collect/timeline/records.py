@@ -1,5 +1,8 @@
 """Reading a Horovod timeline's records: the format, the chunked reader, the typed decode.
 
+Both engines and the trace writer read the file through here, so they split it into records and
+judge a record bad or cut the same way.
+
 Format facts this relies on (Horovod 0.28.1 `common/timeline.cc`):
 - The file is a JSON array. Metadata (`ph: "M"`) records end with `},\\n`; every other record is
   appended to one long line ending in `}]`, the next write overwriting `]` with `,`. Files from
@@ -67,11 +70,6 @@ class Event(msgspec.Struct, gc=False):
 
 
 ARGS_DECODER = msgspec.json.Decoder(EventArgs)
-
-
-def event_args(ev: Event) -> EventArgs | None:
-    """The record's `args`, decoded; None when absent or not an object of known fields."""
-    return decode_args(ev.args)
 
 
 def decode_args(raw: bytes | msgspec.Raw) -> EventArgs | None:
@@ -233,7 +231,7 @@ def read_start_time(path: str | os.PathLike[str]) -> int | None:
         for ev in events:
             if ev.ph != "M":
                 return None
-            args = event_args(ev) if ev.pid == 0 else None
+            args = decode_args(ev.args) if ev.pid == 0 else None
             if args is not None and args.start_time_since_epoch_in_micros is not None:
                 return args.start_time_since_epoch_in_micros
     return None

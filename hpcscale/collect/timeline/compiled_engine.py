@@ -1,6 +1,9 @@
-"""The compiled engine of the timeline parser: hpcscale.collect._scan reads each chunk's records
-into columns and pairs B/E events in C; the folding after that (classification, unions,
-per-tensor sums) is the same numpy code the Python engine ends in (`_Folder._fold_pair_arrays`).
+"""The compiled engine: hpcscale.collect._scan reads each chunk's records into columns and pairs
+B/E events in C; the folding after that (classification, unions, per-tensor sums) is the same
+NumPy code the Python engine ends in (`SpanFolder.fold_spans`).
+
+Importing this module needs the built extension; `parse_timeline` imports it only when the
+compiled engine is chosen.
 
 A chunk the scanner does not accept whole (a bad record, or something only a full JSON decoder
 reads, like an escaped key) is split into records as the Python engine does; each record is then
@@ -16,7 +19,9 @@ import msgspec
 import numpy as np
 
 from hpcscale.collect._scan import Scanner
-from hpcscale.collect.records import (
+from hpcscale.collect.timeline.classify import tensor_bytes
+from hpcscale.collect.timeline.folding import NEGOTIATE, SpanFolder
+from hpcscale.collect.timeline.records import (
     BOUNDARY,
     DECODE_ERRORS,
     ONE_DECODER,
@@ -24,16 +29,14 @@ from hpcscale.collect.records import (
     decode_args,
     iter_chunks,
 )
-from hpcscale.collect.timeline import CATEGORIES, SLACK_US, STALE_US, _Folder, tensor_bytes
 
 # Columns as Scanner.tokenize returns them: phase byte, name code, ts, pid, args code.
 Columns = tuple[bytes, bytes, bytes, bytes, bytes]
 _B, _E, _X, _M, _SMALL_I, _BIG_I = (ord(c) for c in "BEXMiI")
-_NEGOTIATE = CATEGORIES.index("negotiate")
 
 
-class _CFolder(_Folder):
-    """_Folder whose stacks live in the C scanner. Name codes of the scanner map to the
+class CompiledFolder(SpanFolder):
+    """SpanFolder whose B/E stacks live in the C scanner. Name codes of the scanner map to the
     folder's own codes through `remap` (the same name can reach the scanner spelt two ways);
     each distinct raw `args` value is decoded once, into the per-args-code arrays."""
 
@@ -64,7 +67,7 @@ class _CFolder(_Folder):
                     self.cycle_start.append(k)
             self.c_names += new
             self.remap = np.concatenate((self.remap, np.asarray(codes, dtype=np.int64)))
-            self.negotiate += bytes(int(self.code_cat[c] == _NEGOTIATE) for c in codes)
+            self.negotiate += bytes(int(self.code_cat[c] == NEGOTIATE) for c in codes)
         raws = self.scanner.take_args()
         if raws:
             sizes = []
@@ -147,7 +150,7 @@ class _CFolder(_Folder):
         end_a = np.frombuffer(end, dtype=np.int64)
         parent_a = np.frombuffer(parent, dtype=np.int32)
         ready_a = np.frombuffer(ready, dtype=np.int32)
-        neg_rows = np.flatnonzero(self.code_cat[code] == _NEGOTIATE)
+        neg_rows = np.flatnonzero(self.code_cat[code] == NEGOTIATE)
         names = self.c_names
         ready_names = [names[r] if r >= 0 else None for r in ready_a[neg_rows].tolist()]
         allreduce, remap, arg_size = self.allreduce_code, self.remap, self.arg_size
@@ -160,7 +163,7 @@ class _CFolder(_Folder):
             p = parent_a[rows]
             return (p >= 0) & (remap[np.maximum(p, 0)] == allreduce)
 
-        self._fold_pair_arrays(
+        self.fold_spans(
             code,
             np.frombuffer(t0, dtype=np.int64),
             np.frombuffer(t1, dtype=np.int64),
@@ -178,7 +181,7 @@ class _CFolder(_Folder):
         pid: np.ndarray,
         acode: np.ndarray,
     ) -> int:
-        """Metadata, readiness ticks and cycle markers, as _Folder._fold_rare counts them."""
+        """Metadata, readiness ticks and cycle markers, as PythonFolder._fold_rare counts them."""
         rare = np.flatnonzero((ph != _B) & (ph != _E))
         if not len(rare):
             return 0
@@ -208,21 +211,16 @@ class _CFolder(_Folder):
         return len(meta)
 
     def _fold_meta(self, ccode: np.ndarray, pid: np.ndarray, acode: np.ndarray) -> None:
-        """process_name records, as _Folder._meta reads them one by one."""
+        """process_name records, as PythonFolder._meta reads them one by one."""
         keep = np.isin(ccode, self.process_name) & (pid >= 0) & (acode >= 0)
         pid, acode = pid[keep], acode[keep]
         if not len(pid):
             return
         starts = [self.arg_start[a] for a in acode.tolist()]
         has_start = np.fromiter((s is not None for s in starts), dtype=bool, count=len(starts))
-        if has_start.any():
-            found = np.flatnonzero(has_start)
-            if self.window_unix is not None and self.window is None:
-                first = starts[int(found[0])]
-                assert first is not None
-                lo, hi = self.window_unix
-                self.window = (lo - first, hi - first)
-            self.start_time = starts[int(found[-1])]
+        for start in starts:
+            if start is not None:
+                self._note_start_time(start)
         rows = ~has_start & (pid > 0)
         rows &= np.fromiter(
             (self.arg_tensor[a] is not None for a in acode.tolist()), dtype=bool, count=len(pid)
@@ -238,19 +236,11 @@ class _CFolder(_Folder):
         self._grow(int(pid.max()))
         self.name_idx[pid] = self.arg_pool[acode]
 
-    def _open_bottoms(self) -> np.ndarray:
+    def open_bottom_ts(self) -> np.ndarray:
         return np.frombuffer(self.scanner.open_spans()[0], dtype=np.int64)
 
-    def _open_ts(self) -> np.ndarray:
+    def open_begin_ts(self) -> np.ndarray:
         return np.frombuffer(self.scanner.open_spans()[1], dtype=np.int64)
-
-    def watermark(self, newest: int) -> int:
-        """As _Folder.watermark, over all open stacks at once."""
-        self.newest = max(self.newest, newest)
-        mark = self.newest - SLACK_US
-        bottoms = self._open_bottoms()
-        held = bottoms[(bottoms > self.newest - STALE_US) & (bottoms < mark)]
-        return min(mark, int(held.min())) if len(held) else mark
 
 
 def fold_file(
@@ -259,8 +249,9 @@ def fold_file(
     st: dict[str, Any],
     keep_comm: bool,
     window_unix: tuple[int, int] | None,
-) -> _CFolder:
-    folder = _CFolder(keep_comm, window_unix)
+) -> CompiledFolder:
+    """Fold the whole file; `st` receives the reader's stats (format, problems)."""
+    folder = CompiledFolder(keep_comm, window_unix)
     for kind, data in iter_chunks(path, chunk_size, st, copy=False):
         if kind == "chunk":
             st["bad_records"] += folder.fold_chunk(data)

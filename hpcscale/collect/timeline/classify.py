@@ -1,0 +1,81 @@
+"""What a timeline's names and args mean: the category of a span, the bytes of a tensor.
+
+Kept apart from the folding so the reference checks in the tests, the command-line tables and
+both engines share one definition of each category.
+"""
+
+from __future__ import annotations
+
+import math
+
+COLLECTIVES = frozenset(
+    {
+        "ALLREDUCE",
+        "ALLGATHER",
+        "BROADCAST",
+        "REDUCESCATTER",
+        "ALLTOALL",
+        "ADASUM",
+        "BARRIER",
+        "JOIN",
+    }
+)
+TRANSPORT_PREFIXES = ("MPI_", "NCCL_", "GLOO_", "CCL_")
+# JSON key of each category, in display order. Values are seconds (union across all tensors).
+CATEGORIES: tuple[str, ...] = (
+    "comm",
+    "negotiate",
+    "wait_for_data",
+    "wait_for_other_tensor_data",
+    "queue",
+    "memcpy",
+    "transport",
+    "other",
+)
+DTYPE_BYTES = {
+    "uint8": 1,
+    "int8": 1,
+    "bool": 1,
+    "uint16": 2,
+    "int16": 2,
+    "float16": 2,
+    "bfloat16": 2,
+    "int32": 4,
+    "float32": 4,
+    "int64": 8,
+    "float64": 8,
+}
+
+
+def category_of(name: str) -> str:
+    """Category of a B/E span by its name (top-level op or activity)."""
+    if name in COLLECTIVES:
+        return "comm"
+    if name.startswith("NEGOTIATE_"):
+        return "negotiate"
+    if name == "WAIT_FOR_DATA":
+        return "wait_for_data"
+    if name == "WAIT_FOR_OTHER_TENSOR_DATA":
+        return "wait_for_other_tensor_data"
+    if name == "QUEUE":
+        return "queue"
+    if name.startswith("MEMCPY_"):
+        return "memcpy"
+    if name.startswith(TRANSPORT_PREFIXES):
+        return "transport"
+    return "other"
+
+
+def tensor_bytes(dtype: str | None, shape: str | None) -> int | None:
+    """Bytes of a tensor from the timeline's `dtype` ("float32") and `shape` ("[3, 3, 64]")."""
+    if not dtype or shape is None:
+        return None
+    size = DTYPE_BYTES.get(dtype.lower().removeprefix("horovod_"))
+    if size is None:
+        return None
+    dims = shape.strip().strip("[]")
+    try:
+        count = math.prod(int(d) for d in dims.split(",")) if dims.strip() else 1
+    except ValueError:
+        return None
+    return size * count

@@ -1,0 +1,60 @@
+"""What one rank runs: the workload's command line and the Horovod environment of a run.
+Wrapping it in a launcher (srun, mpirun, ...) is hpcscale.launchers' job."""
+
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+from pathlib import Path
+
+from hpcscale.core.run import Run
+from hpcscale.core.scaling import fusion_threshold_bytes
+from hpcscale.core.system import System
+from hpcscale.formats.job_cli import job_argv
+from hpcscale.launchers import python_of
+
+REPO_JOBS = Path(__file__).resolve().parents[2] / "jobs"
+
+
+@lru_cache(maxsize=256)
+def _program_path(jobs_dir: str | None, program: str) -> str:
+    return str((Path(jobs_dir) if jobs_dir else REPO_JOBS) / f"{program}.py")
+
+
+def program_argv(run: Run, system: System, run_dir: str | Path) -> list[object]:
+    """The workload command one rank runs (its flags: hpcscale.formats.job_cli)."""
+    return [
+        python_of(system),
+        _program_path(system.jobs_dir, run.program),
+        *job_argv(
+            model=run.model,
+            run_dir=os.fspath(run_dir),
+            batch_per_rank=run.batch_per_rank,
+            epochs=run.epochs,
+            device=run.device,
+            threads=run.threads_per_task,
+            strategy=run.strategy,
+            seed=run.repeat,  # repeats differ by seed unless the campaign sweeps it itself
+            cross_device_ops=run.cross_device_ops,
+            devices=run.replicas_per_task,
+            fp16_allreduce=run.fp16_allreduce,
+            mixed_precision=run.mixed_precision,
+            timeline=run.timeline,
+            mark_cycles=run.mark_cycles,
+            args=run.args,
+        ),
+    ]
+
+
+def horovod_env(run: Run) -> dict[str, object]:
+    """Horovod knobs as environment variables (fusion threshold in bytes, cycle time in ms).
+    What an MPI flavour needs (HOROVOD_GPU_OPERATIONS=NCCL, MV2_*) comes from its profile."""
+    env: dict[str, object] = {}
+    if run.fusion_threshold_mb is not None:
+        env["HOROVOD_FUSION_THRESHOLD"] = fusion_threshold_bytes(run.fusion_threshold_mb)
+    if run.cycle_time_ms is not None:
+        env["HOROVOD_CYCLE_TIME"] = run.cycle_time_ms
+    if run.hierarchical_allreduce:
+        env["HOROVOD_HIERARCHICAL_ALLREDUCE"] = 1
+    env["OMP_NUM_THREADS"] = run.threads_per_task
+    return env

@@ -1,0 +1,192 @@
+"""Every name a user meets in more than one place: campaign axes, Horovod knobs, run fields and
+result columns, each defined once with its type, label and unit.
+
+Campaign validation, the Run model, the analysis, the report's labels and the CLI's tables all
+import from here, so a knob added or renamed here is known everywhere at once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, get_args
+
+Scaling = Literal["weak", "strong", "none"]
+Device = Literal["cpu", "gpu"]
+Strategy = Literal["horovod", "mirrored"]
+CrossDeviceOps = Literal["nccl", "reduce_to_one", "hierarchical_copy"]
+
+SCALINGS: tuple[str, ...] = get_args(Scaling)
+DEVICES: tuple[str, ...] = get_args(Device)
+STRATEGIES: tuple[str, ...] = get_args(Strategy)
+CROSS_DEVICE_OPS: tuple[str, ...] = get_args(CrossDeviceOps)
+
+
+@dataclass(frozen=True, slots=True)
+class Term:
+    """One named quantity. `type` is the JSON type of its values ("int", "float", "bool", "str",
+    "list"); `label` is what a table or axis shows; `unit` is empty for counts and names."""
+
+    name: str
+    type: str
+    label: str
+    unit: str = ""
+    help: str = ""
+
+    @property
+    def heading(self) -> str:
+        """Label with its unit, for table headers and plot axes."""
+        return f"{self.label} ({self.unit})" if self.unit else self.label
+
+
+def _terms(*terms: Term) -> dict[str, Term]:
+    return {t.name: t for t in terms}
+
+
+# ---- Horovod and distribution knobs: what a study varies at a fixed scale
+KNOB_TERMS = _terms(
+    Term("strategy", "str", "Strategy", help="horovod | mirrored"),
+    Term(
+        "cross_device_ops",
+        "str",
+        "Cross-device ops",
+        help="nccl | reduce_to_one | hierarchical_copy (mirrored)",
+    ),
+    Term("mpi", "str", "MPI flavour", help="MPI flavour, a key of the system profile's `mpi:`"),
+    Term("fusion_threshold_mb", "float", "Fusion threshold", "MB", "Horovod tensor fusion buffer"),
+    Term("cycle_time_ms", "float", "Cycle time", "ms", "Horovod cycle time"),
+    Term("fp16_allreduce", "bool", "fp16 all-reduce", help="Horovod fp16 compression of gradients"),
+    Term(
+        "hierarchical_allreduce",
+        "bool",
+        "Hierarchical all-reduce",
+        help="Horovod hierarchical allreduce",
+    ),
+    Term("mixed_precision", "bool", "Mixed precision", help="Keras mixed precision"),
+)
+KNOBS: tuple[str, ...] = tuple(KNOB_TERMS)
+
+# ---- The fields of a resolved run (run.json), in table order
+RUN_TERMS = _terms(
+    Term("run_id", "str", "Run"),
+    Term("campaign", "str", "Campaign"),
+    Term("system", "str", "System"),
+    Term("program", "str", "Program", help="entry point in jobs/ (train)"),
+    Term("model", "str", "Model", help="network, e.g. dcgan, resnet50"),
+    Term("scaling", "str", "Scaling", help="weak | strong | none"),
+    Term("device", "str", "Device", help="cpu | gpu"),
+    Term("nodes", "int", "Nodes", help="number of nodes"),
+    Term("tasks_per_node", "int", "Ranks/node", help="ranks per node"),
+    Term("threads_per_task", "int", "Threads/rank", help="threads per rank"),
+    Term("gpus_per_node", "int", "GPUs/node", help="GPUs (= ranks) per node on GPU runs"),
+    Term(
+        "replicas_per_task",
+        "int",
+        "Replicas/rank",
+        help="devices one MirroredStrategy process drives (logical CPUs on CPU)",
+    ),
+    Term("ranks", "int", "Ranks"),
+    Term("replicas", "int", "Replicas"),
+    Term("batch_per_rank", "int", "Batch/rank", "images", "per-rank batch, whatever the scaling"),
+    Term("global_batch", "int", "Global batch", "images", "global batch, divided over the ranks"),
+    *KNOB_TERMS.values(),
+    Term("launcher", "str", "Launcher"),
+    Term("epochs", "int", "Epochs", help="epochs per run"),
+    Term("timeline", "bool", "Timeline"),
+    Term("mark_cycles", "bool", "Cycle marks"),
+    Term("time_limit_min", "int", "Time limit", "min", "wall-time limit per run"),
+    Term("repeat", "int", "Repeat"),
+)
+
+# ---- Axes a campaign matrix may sweep: run fields plus shorthands resolved by expand.
+# `args.<name>` sweeps any workload argument.
+_AXIS_NAMES = (
+    "nodes",
+    "device",
+    "gpus_per_node",
+    "layout",
+    "tasks_per_node",
+    "threads_per_task",
+    "replicas_per_task",
+    "batch",
+    "batch_per_rank",
+    "global_batch",
+    *KNOBS,
+    "model",
+    "epochs",
+    "time_limit_min",
+)
+_SHORTHANDS = _terms(
+    Term("layout", "str", "Layout", help="CPU ranks per node x threads per rank, e.g. '2x14'"),
+    Term("batch", "int", "Batch", "images", "per-rank batch (weak, none) or global (strong)"),
+)
+AXIS_TERMS: dict[str, Term] = {n: _SHORTHANDS.get(n) or RUN_TERMS[n] for n in _AXIS_NAMES}
+AXES: tuple[str, ...] = tuple(AXIS_TERMS)
+ARGS_PREFIX = "args."
+
+# ---- Result columns of the tidy table (one row per run)
+# Run fields the table carries (from run.json).
+TABLE_RUN_FIELDS: tuple[str, ...] = (
+    "run_id",
+    "campaign",
+    "model",
+    "scaling",
+    "device",
+    "nodes",
+    "tasks_per_node",
+    "threads_per_task",
+    "gpus_per_node",
+    "ranks",
+    "batch_per_rank",
+    "global_batch",
+    *KNOBS,
+    "repeat",
+)
+# Columns the table adds about a run beyond its fields.
+EXTRA_TERMS = _terms(
+    Term("model_family", "str", "Model family", help="gan | cnn (metrics.json `workload`)"),
+)
+METRIC_TERMS = _terms(
+    Term("epoch_time_s", "float", "Epoch time", "s"),
+    Term("images_per_s", "float", "Throughput", "images/s"),
+    Term("fit_time_s", "float", "Fit time", "s"),
+    Term("param_count", "int", "Parameters"),
+    Term("dataset_size", "int", "Data set", "images"),
+)
+LIST_TERMS = _terms(
+    Term("epoch_times_s", "list", "Epoch times", "s"),
+    Term("losses", "list", "Losses"),
+    Term("val_accuracy", "list", "Validation accuracy"),
+)
+TIMELINE_TERMS = _terms(
+    Term("comm_s", "float", "Communication per epoch", "s"),
+    Term("wait_for_data_s", "float", "Wait for data per epoch", "s"),
+    Term("wait_for_other_tensor_data_s", "float", "Wait for other tensors per epoch", "s"),
+    Term("negotiate_s", "float", "Negotiation per epoch", "s"),
+    Term("transport_s", "float", "Transport per epoch", "s"),
+    Term("allreduce_bytes_per_step", "float", "All-reduce bytes per step", "bytes"),
+    Term("bus_bandwidth_gbs", "float", "Bus bandwidth", "GB/s"),
+)
+EXACT_TERMS = _terms(
+    Term("exact_compute_s", "float", "Compute per epoch (exact)", "s"),
+    Term("exact_overlap_s", "float", "Overlap per epoch (exact)", "s"),
+    Term("exact_exposed_comm_s", "float", "Exposed communication per epoch (exact)", "s"),
+)
+METRIC_COLUMNS: tuple[str, ...] = tuple(METRIC_TERMS)
+LIST_COLUMNS: tuple[str, ...] = tuple(LIST_TERMS)
+TIMELINE_COLUMNS: tuple[str, ...] = tuple(TIMELINE_TERMS)
+EXACT_COLUMNS: tuple[str, ...] = tuple(EXACT_TERMS)
+
+TERMS: dict[str, Term] = {
+    **RUN_TERMS,
+    **_SHORTHANDS,
+    **EXTRA_TERMS,
+    **METRIC_TERMS,
+    **LIST_TERMS,
+    **TIMELINE_TERMS,
+    **EXACT_TERMS,
+}
+
+
+def term(name: str) -> Term:
+    """The term for a column or axis; an unknown name is a programming error."""
+    return TERMS[name]

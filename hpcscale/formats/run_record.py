@@ -1,0 +1,131 @@
+"""`run.json`, the record `hpcscale render` leaves in every run directory: the resolved run
+(`Run.as_record()`: the model's fields plus run_id, ranks, replicas) and `schema_version`.
+
+Written by hpcscale/core/render.py (`encode_run_record`); read by the collector, the report's
+provenance and `--where` selections (`load_run_record`). Files rendered before `schema_version`
+was written count as version 1, and so do files that name `program` by its first name,
+`workload`. Keys this version does not know are ignored (a change of meaning bumps the version);
+a file without a run_id is not a run record at all.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from hpcscale.core.vocab import CrossDeviceOps, Device, Scaling, Strategy
+from hpcscale.errors import InputError
+from hpcscale.formats._messages import key_of
+
+SCHEMA_VERSION = 1
+
+
+class RunRecord(msgspec.Struct, kw_only=True):
+    """One run.json. Fields and defaults follow hpcscale.core.run.Run (a test holds them
+    together); `ranks` and `replicas` are derived there, stored here for readers."""
+
+    schema_version: int = SCHEMA_VERSION
+    campaign: str
+    system: str
+    program: str = "train"
+    model: str
+    scaling: Scaling
+    device: Device
+    nodes: int
+    tasks_per_node: int
+    threads_per_task: int
+    gpus_per_node: int
+    replicas_per_task: int = 1
+    batch_per_rank: int
+    global_batch: int
+    strategy: Strategy = "horovod"
+    cross_device_ops: CrossDeviceOps | None = None
+    mpi: str = "openmpi"
+    launcher: str = "mpirun"
+    fusion_threshold_mb: float | None = None
+    cycle_time_ms: float | None = None
+    fp16_allreduce: bool = False
+    hierarchical_allreduce: bool = False
+    mixed_precision: bool = False
+    epochs: int = 1
+    timeline: bool = False
+    mark_cycles: bool = False
+    time_limit_min: int = 60
+    repeat: int = 0
+    args: dict[str, Any] = {}
+    swept: list[str] = []
+    run_id: str
+    ranks: int
+    replicas: int
+    workload: str | None = None  # `program` in files rendered before it was renamed
+
+    def __post_init__(self) -> None:
+        if self.workload is not None:
+            self.program = self.workload
+
+    def names(self) -> dict[str, Any]:
+        """Workload arguments and fields by name, fields winning a clash: what a `where:`
+        expression over a run may use."""
+        fields = msgspec.structs.asdict(self)
+        del fields["args"], fields["workload"]
+        return {**self.args, **fields}
+
+
+def encode_run_record(record: Mapping[str, Any]) -> bytes:
+    """run.json's bytes: `schema_version` first, then `record` (a `Run.as_record()`) in its own
+    order, as indented JSON with a final newline. Not validated here: rendering writes
+    thousands of these, and the record comes from a validated Run."""
+    version = record.get("schema_version", SCHEMA_VERSION)
+    if version != SCHEMA_VERSION:
+        raise ValueError(f"run record schema_version {version!r}: this writer writes version 1")
+    data = msgspec.json.encode({"schema_version": SCHEMA_VERSION, **record})
+    return msgspec.json.format(data, indent=2) + b"\n"
+
+
+def decode_run_record(data: bytes, source: str = "run.json") -> RunRecord:
+    """Parse and check one run record; every failure names `source` and what is wrong."""
+    try:
+        record = msgspec.json.decode(data, type=RunRecord)
+    except msgspec.ValidationError as exc:
+        raise _why_invalid(data, source, exc) from exc
+    except (msgspec.DecodeError, UnicodeDecodeError) as exc:
+        raise InputError(source, None, None, f"not valid JSON: {exc}") from exc
+    if record.schema_version != SCHEMA_VERSION:
+        raise _version_error(source, record.schema_version)
+    return record
+
+
+def load_run_record(path: str | os.PathLike[str]) -> RunRecord:
+    """Read one run.json (see decode_run_record)."""
+    p = Path(path)
+    try:
+        raw = p.read_bytes()
+    except OSError as exc:
+        raise InputError(str(p), None, None, f"cannot read run record: {exc.strerror}") from exc
+    return decode_run_record(raw, str(p))
+
+
+def _why_invalid(data: bytes, source: str, exc: msgspec.ValidationError) -> InputError:
+    """A file that is JSON but not a valid record: foreign, from another version, or damaged."""
+    loose = msgspec.json.decode(data)
+    if not isinstance(loose, dict) or "run_id" not in loose:
+        what = "an object" if isinstance(loose, dict) else f"a JSON {type(loose).__name__}"
+        return InputError(source, None, None, f"not an hpcscale run record ({what} without run_id)")
+    version = loose.get("schema_version", SCHEMA_VERSION)
+    if version != SCHEMA_VERSION:
+        return _version_error(source, version)
+    return InputError(source, None, key_of(str(exc)), f"invalid run record: {exc}")
+
+
+def _version_error(source: str, version: object) -> InputError:
+    newer = " (written by a newer hpcscale?)" if isinstance(version, int) and version > 1 else ""
+    return InputError(
+        source,
+        None,
+        "schema_version",
+        f"run record schema version {version!r} is not the supported {SCHEMA_VERSION}{newer}",
+    )

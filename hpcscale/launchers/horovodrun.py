@@ -1,0 +1,35 @@
+"""horovodrun, through the job's Python (`-m horovod.runner.launch`): nothing needs to be on
+PATH, so a venv need not be activated. Knobs go as its own flags (fusion in MB here)."""
+
+from __future__ import annotations
+
+from hpcscale.core.shell import Raw
+from hpcscale.launchers.base import Launcher, LaunchRequest, python_of
+
+
+class Horovodrun(Launcher):
+    name = "horovodrun"
+    reads_hostfile = True
+
+    def argv(self, req: LaunchRequest) -> list[object]:
+        run = req.run
+        knobs: list[object] = []
+        if run.fusion_threshold_mb is not None:
+            knobs += ["--fusion-threshold-mb", run.fusion_threshold_mb]
+        if run.cycle_time_ms is not None:
+            knobs += ["--cycle-time-ms", run.cycle_time_ms]
+        if run.hierarchical_allreduce:
+            knobs.append("--hierarchical-allreduce")
+        hosts = Raw('"$HPCSCALE_HOSTS"') if self.needs_hostfile(req.allocated) else None
+        return [
+            python_of(req.system),
+            "-m",
+            "horovod.runner.launch",
+            "-np",
+            run.ranks,
+            "-H",
+            hosts if hosts is not None else f"localhost:{run.ranks}",
+            *knobs,
+            *req.extra,
+            *req.program,
+        ]

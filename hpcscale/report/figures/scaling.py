@@ -1,0 +1,190 @@
+"""Figures of scaling groups: throughput and efficiency against the scaled axis, and the fitted
+laws extrapolated past the measurements (always marked as predictions)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+
+from hpcscale.analysis.sweeps import scaled_groups
+from hpcscale.analysis.tables import strategy_name
+from hpcscale.core.vocab import term
+from hpcscale.report import labels as lbl
+from hpcscale.report.figures.style import (
+    WIDTH,
+    axes_grid,
+    axis_title,
+    colour,
+    legend_below,
+    line,
+    log2_x,
+    new_figure,
+    spread,
+    styled,
+)
+
+
+@styled
+def throughput(cells: pd.DataFrame) -> Figure | None:
+    """Images/s against the scaled axis, one panel per scaling mode, each group with its ideal
+    (linear from the group's baseline) as a dashed line of the same colour."""
+    scaled = scaled_groups(cells)
+    modes = [m for m in ("weak", "strong") if (scaled["scaling"] == m).any()]
+    if not modes:
+        return None
+    names = lbl.group_labels(scaled, scaling_parts=False)
+    colours = {g: colour(i) for i, g in enumerate(sorted(names))}
+    fig = new_figure(3.6 + 0.25 * len(names), WIDTH if len(modes) > 1 else WIDTH * 0.75)
+    for ax, mode in zip(axes_grid(fig, 1, len(modes)), modes, strict=True):
+        sub = scaled[scaled["scaling"] == mode]
+        for gid, g in sub.groupby("group", sort=True):
+            g = g.sort_values("axis_value")
+            x = g["axis_value"].to_numpy(float)
+            line(
+                ax,
+                x,
+                g["images_per_s"],
+                spread(g, "images_per_s"),
+                marker="o",
+                color=colours[gid],
+                label=names[gid],
+            )
+            ideal = (g["base_images_per_s"] * g["scale"]).to_numpy(float)
+            ax.plot(x, ideal, ls="--", lw=1.2, color=colours[gid])
+        ax.plot([], [], ls="--", color="0.35", label="ideal (linear from the baseline)")
+        log2_x(ax, sub["axis_value"])
+        ax.set_ylim(bottom=0)
+        ax.set_title(f"{mode.capitalize()} scaling")
+        ax.set_xlabel(axis_title(str(sub["axis"].iloc[0])))
+        ax.set_ylabel(term("images_per_s").heading)
+        legend_below(ax, last="ideal")
+    return fig
+
+
+@styled
+def efficiency(cells: pd.DataFrame) -> Figure | None:
+    """Scaling efficiency per strategy (strong: on time, weak: on throughput); 1 is ideal."""
+    scaled = scaled_groups(cells)
+    if scaled.empty:
+        return None
+    names = lbl.group_labels(scaled)
+    fig = new_figure(3.6 + 0.25 * len(names), WIDTH * 0.75)
+    (ax,) = axes_grid(fig)
+    for i, (gid, g) in enumerate(scaled.groupby("group", sort=True)):
+        g = g.sort_values("axis_value")
+        first = g.iloc[0]
+        strat = strategy_name(first["strategy"], first["cross_device_ops"], first["mpi"])
+        name = names[gid] if strat in names[gid] else f"{strat}: {names[gid]}"
+        ax.plot(g["axis_value"], g["efficiency"], marker="o", color=colour(i), label=name)
+    ax.axhline(1.0, ls="--", color="0.35", lw=1.2, label="ideal (efficiency 1)")
+    log2_x(ax, scaled["axis_value"])
+    top = float(np.nanmax(scaled["efficiency"].to_numpy(float), initial=1.0))
+    ax.set_ylim(0, max(1.1, top * 1.1))
+    ax.set_title("Scaling efficiency per strategy")
+    ax.set_xlabel(axis_title(str(scaled["axis"].iloc[0])))
+    ax.set_ylabel("Efficiency (1 = linear scaling)")
+    legend_below(ax, last="ideal")
+    return fig
+
+
+@styled
+def extrapolation(cells: pd.DataFrame, curve: pd.DataFrame, points: pd.DataFrame) -> Figure | None:
+    """Measured cells, the fitted law through them and beyond, its prediction interval as a band,
+    and the predicted sizes as open markers: everything past the data is labelled a prediction.
+
+    `curve` and `points` are `extrapolate()` frames on a dense grid and at the asked sizes."""
+    if points.empty:
+        return None
+    laws = [law for law in ("amdahl", "gustafson") if (points["law"] == law).any()]
+    per_law = 4.2 + 0.5 * points["group"].nunique()
+    fig = new_figure(per_law * len(laws), WIDTH)
+    names = lbl.group_labels(cells[cells["group"].isin(points["group"])])
+    for ax, law in zip(axes_grid(fig, len(laws), 1), laws, strict=True):
+        pts = points[points["law"] == law]
+        metric = str(pts["metric"].iloc[0])
+        level = float(pts["level"].iloc[0])
+        for i, gid in enumerate(sorted(pts["group"].unique())):
+            _law_group(ax, cells, curve, pts, gid, names.get(gid, str(gid)), law, colour(i))
+        if curve[["lower", "upper"]].notna().any().any():
+            ax.fill_between(
+                [], [], [], color="0.5", alpha=0.25, label=f"{level:.0%} prediction interval"
+            )
+        ax.plot([], [], "o", mfc="white", color="0.35", label="predicted size (not measured)")
+        measured_sizes = cells[cells["group"].isin(pts["group"])]["axis_value"]
+        sizes = np.concatenate([measured_sizes, pts["axis_value"]])
+        log2_x(ax, sizes)
+        edge = float(np.sqrt(measured_sizes.max() * pts["axis_value"].min()))
+        ax.axvspan(edge, ax.get_xlim()[1], color="0.92", zorder=0, lw=0)
+        ax.text(
+            edge,
+            0.98,
+            "  predictions →",
+            transform=ax.get_xaxis_transform(),
+            va="top",
+            ha="left",
+            fontsize=9,
+            color="0.3",
+        )
+        ax.set_ylim(bottom=0)
+        ax.set_title(f"{term(metric).label}: {law.capitalize()} extrapolation (prediction)")
+        odd = pts.groupby("group")["serial_fraction"].first()
+        odd = odd[(odd < 0) | (odd > 1)]
+        if len(odd):
+            ax.text(
+                0.98,
+                0.88,
+                "serial fraction outside 0..1 for "
+                + ", ".join(names.get(g, str(g)) for g in odd.index)
+                + ":\nthe law does not describe these measurements",
+                transform=ax.transAxes,
+                va="top",
+                ha="right",
+                fontsize=8,
+                bbox={"facecolor": "white", "edgecolor": "0.6", "alpha": 0.9},
+            )
+        ax.set_xlabel(axis_title(str(pts["axis"].iloc[0])))
+        ax.set_ylabel(term(metric).heading)
+        legend_below(ax, ncols=2)
+    return fig
+
+
+def _law_group(
+    ax: Axes,
+    cells: pd.DataFrame,
+    curve: pd.DataFrame,
+    pts: pd.DataFrame,
+    gid: int,
+    name: str,
+    law: str,
+    col: str,
+) -> None:
+    """One group of an extrapolation panel: measured points, fitted curve, band, predictions."""
+    metric = str(pts["metric"].iloc[0])
+    measured = cells[cells["group"] == gid].sort_values("axis_value")
+    ax.plot(measured["axis_value"], measured[metric], "o", color=col, label=f"{name}: measured")
+    c = curve[curve["group"] == gid].sort_values("axis_value")
+    ax.plot(
+        c["axis_value"],
+        c["predicted"],
+        "--",
+        color=col,
+        label=f"{name}: {law.capitalize()} fit (prediction)",
+    )
+    ok = np.isfinite(c["lower"].to_numpy(float)) & np.isfinite(c["upper"].to_numpy(float))
+    if ok.any():
+        ax.fill_between(
+            c["axis_value"][ok], c["lower"][ok], c["upper"][ok], color=col, alpha=0.18, lw=0
+        )
+    p = pts[pts["group"] == gid]
+    err = np.vstack([p["predicted"] - p["lower"], p["upper"] - p["predicted"]])
+    ax.errorbar(
+        p["axis_value"],
+        p["predicted"],
+        yerr=None if not np.isfinite(err).all() else err,
+        fmt="o",
+        mfc="white",
+        color=col,
+        capsize=4,
+    )

@@ -1,0 +1,125 @@
+"""The print style every figure shares: size, palette, fonts, log-2 size axes, legends below the
+data, repeat spreads as error bars. Figures are plain `Figure`s (no pyplot, no global state)."""
+
+from __future__ import annotations
+
+import functools
+import io
+from collections.abc import Callable, Sequence
+from typing import Any, ParamSpec
+
+import matplotlib
+import numpy as np
+import pandas as pd
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+from matplotlib.ticker import FixedLocator, NullLocator
+
+DPI = 150
+WIDTH = 7.0  # inches: a page's text width at a readable font size
+PALETTE = (
+    "#1f77b4",
+    "#d62728",
+    "#2ca02c",
+    "#ff7f0e",
+    "#9467bd",
+    "#8c564b",
+    "#e377c2",
+    "#7f7f7f",
+    "#bcbd22",
+    "#17becf",
+)
+RC = {
+    "font.size": 10,
+    "axes.titlesize": 11,
+    "axes.labelsize": 10,
+    "legend.fontsize": 9,
+    "xtick.labelsize": 9,
+    "ytick.labelsize": 9,
+    "axes.grid": True,
+    "grid.alpha": 0.3,
+}
+AXIS_TITLES = {"nodes": "Nodes", "ranks": "Ranks (MPI processes)", "gpus": "GPUs"}
+PHASE_COLOURS = {"compute": "#4c72b0", "overlap": "#dd8452", "comm": "#c44e52"}
+P = ParamSpec("P")
+
+
+def png_bytes(fig: Figure) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=DPI)
+    return buf.getvalue()
+
+
+def styled(draw: Callable[P, Figure | None]) -> Callable[P, Figure | None]:
+    """Apply the print style while a figure is drawn (rcParams are read at artist creation)."""
+
+    @functools.wraps(draw)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> Figure | None:
+        with matplotlib.rc_context(RC):
+            return draw(*args, **kwargs)
+
+    return wrapper
+
+
+def new_figure(height: float, width: float = WIDTH) -> Figure:
+    return Figure(figsize=(width, height), layout="constrained")
+
+
+def axes_grid(fig: Figure, nrows: int = 1, ncols: int = 1) -> list[Axes]:
+    grid = fig.subplots(nrows, ncols, squeeze=False)
+    return [ax for row in grid for ax in row]
+
+
+def colour(i: int) -> str:
+    return PALETTE[i % len(PALETTE)]
+
+
+def axis_title(axis: str) -> str:
+    return AXIS_TITLES.get(axis, axis)
+
+
+def log2_x(ax: Axes, values: Sequence[float]) -> None:
+    """Powers-of-two sizes evenly spaced, ticks only where there is data, plain numbers."""
+    ticks = sorted({float(v) for v in values if np.isfinite(v) and v > 0})
+    ax.set_xscale("log", base=2)
+    ax.xaxis.set_major_locator(FixedLocator(ticks))
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.set_xticklabels([f"{t:g}" for t in ticks])
+    if len(ticks) == 1:
+        ax.set_xlim(ticks[0] / 1.5, ticks[0] * 1.5)
+    else:
+        ax.set_xlim(ticks[0] / 1.25, ticks[-1] * 1.25)
+
+
+def legend_below(ax: Axes, ncols: int = 1, last: str = "") -> None:
+    """Legend under the axes (never over data); entries starting with `last` go at the end."""
+    handles, names = ax.get_legend_handles_labels()
+    if last:
+        order = sorted(range(len(names)), key=lambda i: names[i].startswith(last))
+        handles, names = [handles[i] for i in order], [names[i] for i in order]
+    if handles:
+        ax.legend(
+            handles,
+            names,
+            loc="upper center",
+            bbox_to_anchor=(0.5, -0.2),
+            ncols=ncols,
+            frameon=False,
+        )
+
+
+def spread(rows: pd.DataFrame, metric: str) -> np.ndarray | None:
+    """Repeat min/max as error bars, or None when no cell was repeated."""
+    lo, hi = f"{metric}_min", f"{metric}_max"
+    if lo not in rows.columns or rows.get("repeats", pd.Series([1])).max() <= 1:
+        return None
+    y = rows[metric].to_numpy(float)
+    return np.vstack([y - rows[lo].to_numpy(float), rows[hi].to_numpy(float) - y])
+
+
+def line(ax: Axes, x: Any, y: Any, yerr: np.ndarray | None, **kw: Any) -> None:
+    """A plain line (its Line2D carries the label) unless there is a repeat spread to show."""
+    if yerr is None:
+        ax.plot(x, y, **kw)
+    else:
+        ax.errorbar(x, y, yerr=yerr, capsize=3, **kw)

@@ -1,0 +1,71 @@
+"""Which sections a campaign's data supports, and their tables and figures.
+
+A section appears only when the data has what it shows (a quickstart has no fusion sweep), and
+then it has at least one non-empty table. The analysis chooses the cells and computes the
+numbers; these modules only give them titles, text, tables and figures. Nothing is read from
+disk (provenance is read by build.py and passed in).
+
+Modules: scaling (scaling, efficiency, extrapolation), knobs (overlap, fusion, precision,
+hierarchical all-reduce, batch size, CPU layouts), targets (time to target), references.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import pandas as pd
+
+from hpcscale.analysis.derive import derive
+from hpcscale.analysis.references import Reference, check_references
+from hpcscale.report.model import CampaignReport, Section
+from hpcscale.report.sections.knobs import (
+    batch_section,
+    fusion_section,
+    hierarchical_section,
+    layout_section,
+    overlap_section,
+    precision_section,
+)
+from hpcscale.report.sections.references import references_section
+from hpcscale.report.sections.scaling import (
+    efficiency_section,
+    extrapolation_section,
+    scaling_section,
+)
+from hpcscale.report.sections.targets import target_section
+
+__all__ = ["campaign_report"]
+
+
+def campaign_report(
+    runs: pd.DataFrame,
+    name: str,
+    description: str = "",
+    references: Sequence[Reference | Mapping[str, Any]] = (),
+    provenance: Section | None = None,
+) -> CampaignReport:
+    """Every applicable section for one campaign's runs (one row per run, collector columns).
+    `references` are the campaign's (`hpcscale.core.campaign.Reference`, or mappings with its
+    keys)."""
+    cells = derive(runs)
+    notes: list[str] = []
+    results = check_references(cells, references) if references else []
+    builders: list[Callable[[], Section | None]] = [
+        lambda: scaling_section(cells),
+        lambda: efficiency_section(cells),
+        lambda: overlap_section(cells),
+        lambda: fusion_section(cells),
+        lambda: precision_section(cells),
+        lambda: hierarchical_section(cells),
+        lambda: batch_section(cells),
+        lambda: layout_section(cells),
+        lambda: target_section(runs, notes),
+        lambda: extrapolation_section(runs, cells, notes),
+    ]
+    sections = [s for s in (b() for b in builders) if s is not None]
+    if references:
+        sections.append(references_section(results))
+    if provenance is not None:
+        sections.append(provenance)
+    return CampaignReport(name, description, sections, runs, cells, results, notes)

@@ -1,0 +1,19 @@
+"""The end of a log file, for error messages: one reader for every backend and daemon."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def tail(path: Path | str, lines: int = 15, max_bytes: int = 8192) -> str | None:
+    """The last `lines` non-blank lines of `path` (read from its last `max_bytes`), or None
+    when the file is missing, unreadable or blank: callers say what to show instead."""
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(max(0, os.fstat(fh.fileno()).st_size - max_bytes))
+            text = fh.read().decode(errors="replace")
+    except OSError:
+        return None
+    kept = [ln for ln in text.splitlines() if ln.strip()]
+    return "\n".join(kept[-lines:]) if kept else None

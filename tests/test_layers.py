@@ -1,0 +1,134 @@
+"""Layer boundaries that imports alone would let slip: checked in a fresh interpreter, so no
+other test's imports hide a violation."""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "hpcscale"
+
+
+def _modules_after(*imports: str) -> list[str]:
+    code = "; ".join(f"import {m}" for m in imports)
+    code += "; import sys, json; print(json.dumps(sorted(sys.modules)))"
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return json.loads(res.stdout)
+
+
+@pytest.mark.parametrize(
+    "module",
+    [
+        "hpcscale.backends.slurm.submit",
+        "hpcscale.backends.slurm.query",
+        "hpcscale.backends.slurm.backend",
+    ],
+)
+def test_slurm_backend_imports_nothing_of_the_dev_cluster(module: str) -> None:
+    """The backend reaches any cluster, real or local, only through SLURM_CONF and PATH."""
+    loaded = _modules_after(module)
+    assert module in loaded
+    assert [m for m in loaded if m.startswith("hpcscale.devcluster")] == []
+
+
+def test_slurm_backend_package_imports_nothing() -> None:
+    loaded = _modules_after("hpcscale.backends.slurm")
+    assert [m for m in loaded if m.startswith("hpcscale.backends.slurm.")] == []
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _typing_only(tree: ast.Module) -> set[ast.AST]:
+    """Import nodes under `if TYPE_CHECKING:` (never run)."""
+    out: set[ast.AST] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            out |= {n for stmt in node.body for n in ast.walk(stmt)}
+    return out
+
+
+def _import_edges() -> dict[str, set[str]]:
+    """module -> hpcscale modules it imports, at import time or later in a function (a cycle
+    through a deferred import is still a cycle); `if TYPE_CHECKING:` imports never run."""
+    modules = {_module_name(p): p for p in PACKAGE.rglob("*.py")}
+    edges: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        tree = ast.parse(path.read_text())
+        skip = _typing_only(tree)
+        found: set[str] = set()
+        for node in ast.walk(tree):
+            if node in skip:
+                continue
+            targets: list[str] = []
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                # `from pkg import submodule` needs the submodule, not pkg's own namespace
+                targets = [
+                    f"{node.module}.{a.name}"
+                    if f"{node.module}.{a.name}" in modules
+                    else node.module
+                    for a in node.names
+                ]
+            # a package's own submodules reach it as their parent: not a dependency on it
+            found |= {
+                t for t in targets if t in modules and t != name and not name.startswith(t + ".")
+            }
+        edges[name] = found
+    return edges
+
+
+def test_no_import_cycle() -> None:
+    """Every module's import-time dependencies form a DAG."""
+    edges = _import_edges()
+    assert "hpcscale.core.run" in edges["hpcscale.core.expand"]  # the graph is read
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+
+    def visit(node: str, path: list[str]) -> None:
+        state[node] = 1
+        for nxt in sorted(edges[node]):
+            if state.get(nxt) == 1:
+                cycle = [*path[path.index(nxt) :], nxt] if nxt in path else [node, nxt]
+                raise AssertionError("import cycle: " + " -> ".join(cycle))
+            if nxt not in state:
+                visit(nxt, [*path, nxt])
+        state[node] = 2
+
+    for node in sorted(edges):
+        if node not in state:
+            visit(node, [node])
+
+
+def test_no_module_over_400_lines() -> None:
+    """Small modules with one job each (the C scanner aside)."""
+    sizes = {p: len(p.read_text().splitlines()) for p in PACKAGE.rglob("*.py")}
+    assert len(sizes) > 50
+    assert {str(p.relative_to(PACKAGE)): n for p, n in sizes.items() if n > 400} == {}
+
+
+def test_core_and_api_import_without_tensorflow() -> None:
+    loaded = _modules_after("hpcscale", "hpcscale.api", "hpcscale.cli.main", "hpcscale.formats")
+    assert "hpcscale.api" in loaded
+    assert [m for m in loaded if m.split(".")[0] in ("tensorflow", "horovod", "keras")] == []
+
+
+def test_cli_holds_no_backend_logic() -> None:
+    """The CLI reaches backends through hpcscale.api; it may name their option types only."""
+    allowed = {"hpcscale.backends.base", "hpcscale.backends.slurm.backend"}
+    for path in (PACKAGE / "cli").glob("*.py"):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(
+                ("hpcscale.backends", "hpcscale.state.ledger")
+            ):
+                assert node.module in allowed, f"{path.name} imports {node.module}"
+                names = {a.name for a in node.names}
+                assert names <= {"BackendOptions", "Submission", "SlurmOptions"}, path.name
