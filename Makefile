@@ -58,6 +58,7 @@ bench: setup ## each benchmark prints one JSON line (figures as ratios against a
 	$(PY) bench/harness_overhead.py
 	$(PY) bench/timeline_bench.py
 	$(PY) bench/submit_bench.py
+	$(PY) bench/plan_bench.py
 
 clean:
 	rm -rf hpcscale-runs .pytest_cache

@@ -13,12 +13,11 @@ The CLI (hpcscale.cli) only parses options and draws these results with rich.
 
 from __future__ import annotations
 
-import contextlib
 import shutil
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from hpcscale.backends import FOR_SCHEDULER, REGISTRY, backend_class
 from hpcscale.backends.base import (
@@ -36,10 +35,11 @@ from hpcscale.core.paths import campaign_dir, select_campaigns
 from hpcscale.core.paths import workdir as resolve_workdir
 from hpcscale.core.render import Rendered, render_all
 from hpcscale.core.system import System
-from hpcscale.core.where import ConditionError, holds
 from hpcscale.errors import BackendError, HpcscaleError, UsageError
+from hpcscale.formats.run_record import campaign_version_of
 from hpcscale.results import CampaignStatus, Cancelled, Planned, RenderedCampaign
-from hpcscale.state.ledger import Ledger, RunRow
+from hpcscale.state.ledger import LEDGER_NAME, Ledger
+from hpcscale.state.select import select_rows as select
 from hpcscale.state.states import DEFAULT_RESUBMIT, TERMINAL, RunState
 
 if TYPE_CHECKING:
@@ -85,15 +85,35 @@ def render(
     *,
     system: PathLike | None = None,
     workers: int | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> RenderedCampaign:
     """Validate, expand and write every run's job.sbatch and run.json (a first render: all or
-    nothing). `workers`: processes to render with (None: by campaign size and CPUs)."""
-    planned = plan(campaign, system=system)
+    nothing). `workers`: processes to render with (None: by campaign size and CPUs);
+    `progress(done, total)`: called about every 500 runs rendered."""
+    return _write(plan(campaign, system=system), workdir, workers, progress)
+
+
+def _write(
+    planned: Planned,
+    workdir: PathLike | None,
+    workers: int | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> RenderedCampaign:
     lc = planned.loaded
     text = Path(lc.path).read_text(encoding="utf-8")
     wd = Path(workdir) if workdir else None
-    rendered = render_all(planned.runs, lc.system, wd, text, workers=workers)
-    return RenderedCampaign(planned, campaign_dir(lc.campaign.name, wd), rendered)
+    rendered = render_all(planned.runs, lc.system, wd, text, workers=workers, progress=progress)
+    cdir = campaign_dir(lc.campaign.name, wd)
+    mark_stale(cdir, [r.run.run_id for r in rendered], campaign_version_of(text))
+    return RenderedCampaign(planned, cdir, rendered)
+
+
+def mark_stale(cdir: Path, run_ids: Sequence[str], version: str) -> None:
+    """A submitted campaign rendered again: ledger runs its matrix no longer has are stale
+    (kept, left out of status, collect and report), and runs that are back are not."""
+    if (cdir / LEDGER_NAME).exists():
+        with Ledger(cdir) as ledger:
+            ledger.mark_stale(run_ids, f" (campaign file version {version})")
 
 
 def plan_campaign(path: PathLike, system: PathLike | None = None) -> tuple[LoadedCampaign, Plan]:
@@ -108,9 +128,10 @@ def render_campaign(
     *,
     workers: int | None = None,
     system: PathLike | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> tuple[LoadedCampaign, Plan, list[Rendered]]:
     """`render` as a (campaign, expansion, rendered runs) triple."""
-    r = render(path, workdir, system=system, workers=workers)
+    r = render(path, workdir, system=system, workers=workers, progress=progress)
     return r.planned.loaded, r.planned.expansion, r.runs
 
 
@@ -119,10 +140,15 @@ def render_campaign(
 
 def backend_for(system: System, requested: str | None = None) -> str:
     """The backend to submit with: the one asked for, else the one the profile's scheduler
-    implies (SLURM only where sbatch is on PATH: say what to do instead)."""
+    implies (SLURM only where sbatch is on PATH: say what to do instead). A backend that cannot
+    run the system's scripts (hpcscale.backends.fit) is refused, saying what to use instead."""
+    from hpcscale.backends.fit import fit_problem
+
     if requested is not None:
         if requested not in REGISTRY:
             raise UsageError(f"unknown backend {requested!r}; known: {', '.join(REGISTRY)}")
+        if problem := fit_problem(system, requested):
+            raise UsageError(problem)
         return requested
     name = FOR_SCHEDULER[system.scheduler]
     if name == "slurm" and not shutil.which("sbatch"):
@@ -151,15 +177,21 @@ def submit(
 ) -> Submission:
     """Render a campaign and submit what is not yet submitted or done. `backend`: slurm, local
     or dry (default: by the system's scheduler); `dry_run`: describe through that backend and
-    submit nothing. With `check`, rejected or failed runs raise after everything else ran."""
-    rc = render(campaign, workdir, system=system)
-    sys_ = rc.planned.system
+    submit nothing. With `check`, rejected or failed runs raise after everything else ran.
+    A backend that does not fit the system is refused before anything is written."""
+    planned = plan(campaign, system=system)
+    sys_ = planned.system
     if dry_run or backend == "dry":
         target_name = FOR_SCHEDULER[sys_.scheduler] if backend in (None, "dry") else backend
+        if target_name != FOR_SCHEDULER[sys_.scheduler]:
+            backend_for(sys_, target_name)  # the fit check: a dry run shows what would run
+        rc = _write(planned, workdir)
         target = open_backend(target_name, rc.directory, reporter)
         dry = backend_class("dry")(rc.directory, reporter, target=target)  # type: ignore[call-arg]
         return dry.submit(rc.runs, None, dry.options(options))  # type: ignore[arg-type]
-    chosen = open_backend(backend_for(sys_, backend), rc.directory, reporter)
+    name = backend_for(sys_, backend)
+    rc = _write(planned, workdir)
+    chosen = open_backend(name, rc.directory, reporter)
     opts = chosen.options(options)
     with Ledger(rc.directory) as ledger:
         ledger.ensure((r.run.run_id, str(r.run_dir)) for r in rc.runs)
@@ -204,38 +236,29 @@ def refresh(cdir: Path, ledger: Ledger, reporter: Reporter | None = None) -> Ref
     return out
 
 
-def status(campaign: str | None = None, workdir: PathLike | None = None) -> list[CampaignStatus]:
-    """Each submitted campaign's runs (all in the workdir when `campaign` is None)."""
+def status(
+    campaign: str | None = None, workdir: PathLike | None = None, *, include_stale: bool = False
+) -> list[CampaignStatus]:
+    """Each submitted campaign's runs (all in the workdir when `campaign` is None). Stale runs
+    (no longer in the campaign's matrix) are left out unless `include_stale`, except those
+    still queued or running: those are shown, with a warning saying how to stop them."""
     out = []
     for cdir in submitted_campaigns(campaign, workdir):
         with Ledger(cdir) as ledger:
             r = refresh(cdir, ledger)
-            out.append(CampaignStatus(cdir.name, cdir, ledger.rows(), r.changes, r.warnings))
+            rows = ledger.rows()
+        live = [row.run_id for row in rows if row.stale and row.backend and not row.terminal]
+        warnings = list(r.warnings)
+        if live:
+            warnings.append(
+                f"{len(live)} stale run(s) (no longer in the campaign's matrix) still queued or "
+                f"running: {', '.join(live)}; `hpcscale cancel {cdir.name} --where stale` "
+                "stops them"
+            )
+        if not include_stale:
+            rows = [row for row in rows if not row.stale or row.run_id in live]
+        out.append(CampaignStatus(cdir.name, cdir, rows, r.changes, warnings))
     return out
-
-
-def select(rows: Iterable[RunRow], where: str | None) -> list[RunRow]:
-    """Rows whose run fields (run.json) and ledger fields satisfy `where`."""
-    from hpcscale.formats.run_record import load_run_record
-
-    rows = list(rows)
-    if not where:
-        return rows
-    chosen = []
-    for row in rows:
-        names: dict[str, Any] = {}
-        # a run whose record is gone can still be chosen by its ledger fields
-        with contextlib.suppress(HpcscaleError):
-            names.update(load_run_record(Path(row.run_dir) / "run.json").names())
-        names.update(row.__dict__)
-        names["state"] = str(row.state)
-        try:
-            keep = holds(where, names)
-        except ConditionError as exc:
-            raise UsageError(f"--where: {exc}") from None
-        if keep:
-            chosen.append(row)
-    return chosen
 
 
 def cancel(
@@ -286,6 +309,9 @@ def resubmit(
         for w in refresh(cdir, ledger, reporter).warnings:
             say.warn(w)
         rows = [r for r in ledger.rows() if r.state in wanted and r.backend]
+        if stale := [r.run_id for r in rows if r.stale]:
+            say.info(f"{len(stale)} stale run(s), no longer in the campaign's matrix, left as is")
+            rows = [r for r in rows if not r.stale]
         if rows:
             said = ", ".join(sorted(map(str, wanted)))
             say.info(f"resubmitting {len(rows)} run(s) in state {said}")
@@ -308,12 +334,14 @@ def collect(
     *,
     timeline: bool = False,
     progress: bool = False,
+    include_stale: bool = False,
 ) -> list[Collected]:
-    """Gather finished runs' metrics (and timelines) into each campaign's results table."""
+    """Gather finished runs' metrics (and timelines) into each campaign's results table; runs
+    no longer in the campaign's matrix (stale) are left out unless `include_stale`."""
     from hpcscale.collect.collector import collect_campaign
 
     return [
-        collect_campaign(d, timeline=timeline, progress=progress)
+        collect_campaign(d, timeline=timeline, progress=progress, include_stale=include_stale)
         for d in select_campaigns(campaign, workdir)
     ]
 
@@ -324,9 +352,11 @@ def report(
     *,
     out: PathLike | None = None,
     formats: Sequence[str] | None = None,
+    include_stale: bool = False,
 ) -> BuildResult:
     """Write the scaling report (index.md, index.html, figures; CSV/Parquet on request) of one
-    campaign, or of every campaign in the workdir. Reference results are in the return value."""
+    campaign, or of every campaign in the workdir. Reference results are in the return value.
+    Runs no longer in the campaign's matrix (stale) are left out unless `include_stale`."""
     from hpcscale.report.build import DEFAULT_FORMATS, build
     from hpcscale.report.data import campaign_source
 
@@ -337,7 +367,8 @@ def report(
         # the campaign file named: its references are the ones to check, not the copy's
         sources = {dirs[0]: campaign_source(dirs[0], Path(campaign))}
     out_dir = Path(out) if out else (dirs[0] / "report" if len(dirs) == 1 else wd / "report")
-    return build(dirs, out_dir.absolute(), list(formats or DEFAULT_FORMATS), sources=sources)
+    fmts = list(formats or DEFAULT_FORMATS)
+    return build(dirs, out_dir.absolute(), fmts, sources=sources, include_stale=include_stale)
 
 
 def load_results(campaign: str, workdir: PathLike | None = None) -> pd.DataFrame:

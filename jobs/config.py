@@ -10,6 +10,9 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+# The GAN geometry rules are declared with the arguments (jobs/manifest.py, read by hpcscale too).
+from jobs.manifest import gan_image_size_problem, gan_upsamplings  # noqa: F401
+
 
 class JobUsageError(Exception):
     """Bad arguments or inputs found after parsing (e.g. NCCL asked for on a CPU-only machine):
@@ -78,25 +81,6 @@ def percentile(sorted_values: list[float], q: float) -> float:
     lo = math.floor(pos)
     hi = min(lo + 1, len(sorted_values) - 1)
     return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
-
-
-def gan_upsamplings(image_size: int) -> int:
-    """How many stride-2 (de)convolutions the GANs use: 3 below 64 px, 4 from 64 px (the DCGAN
-    paper's 4x4 -> 64x64 generator)."""
-    return 3 if image_size < 64 else 4
-
-
-def gan_image_size_problem(image_size: int) -> str | None:
-    """Why a GAN cannot be built at this size, or None."""
-    n = gan_upsamplings(image_size)
-    if image_size < 16:
-        return f"GAN image size must be at least 16 px, got {image_size}"
-    if image_size % (2**n):
-        return (
-            f"GAN image size must be a multiple of {2**n} at {image_size} px "
-            f"({n} stride-2 layers), e.g. 32, 48, 64, 128"
-        )
-    return None
 
 
 def gpu_only_message(cross_device_ops: str) -> str:

@@ -13,21 +13,15 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:  # run as a script: make `jobs` (and `hpcscale`) importable
     sys.path.insert(0, str(REPO))
 
-from hpcscale.formats.job_cli import (  # noqa: E402
-    JOB_FLAGS,
-    non_negative,
-    non_negative_float,
-    positive,
-    positive_float,
-)
+from hpcscale.formats.job_cli import JOB_FLAGS  # noqa: E402
 from jobs.config import (  # noqa: E402
     JobConfig,
     JobUsageError,
-    gan_image_size_problem,
     gpu_only_message,
     process_world_size,
 )
-from jobs.models import MODELS, min_image_size, workload_of  # noqa: E402
+from jobs.manifest import ARGS, MODELS, Arg, rule_problem  # noqa: E402
+from jobs.models import workload_of  # noqa: E402
 
 DESCRIPTION = """\
 Train one model data-parallel and measure it: epoch wall time, global images/s, losses
@@ -63,6 +57,26 @@ class OneLineParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
+# Parser groups in --help order: the flags hpcscale sets (hpcscale.formats.job_cli, shared with
+# the renderer) by name; the job's own arguments (jobs/manifest.py, shared with `hpcscale
+# validate` and `hpcscale models`) join the group they declare.
+GROUPS: dict[str, tuple[str, ...]] = {
+    "run": ("model", "run_dir", "batch_per_rank", "epochs", "seed"),
+    "data": (),
+    "model": ("mixed_precision",),
+    "distribution": (
+        "strategy",
+        "cross_device_ops",
+        "devices",
+        "fp16_allreduce",
+        "device",
+        "threads",
+    ),
+    "timeline (horovod only)": ("timeline", "mark_cycles"),
+    "testing": (),
+}
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = OneLineParser(
         prog="train.py",
@@ -70,111 +84,33 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    g = p.add_argument_group("run")
-    f = JOB_FLAGS  # the flags hpcscale sets, defined with the renderer's side (job_argv)
-    f["model"].add_to(g, choices=sorted(MODELS))
-    f["run_dir"].add_to(g)
-    f["batch_per_rank"].add_to(g)
-    f["epochs"].add_to(g)
-    g.add_argument(
-        "--steps-per-epoch",
-        type=positive,
-        default=None,
-        help="steps per epoch; default dataset size // global batch",
-    )
-    g.add_argument(
-        "--burn-in-steps",
-        type=non_negative,
-        default=1,
-        help="untimed training steps before epoch 1 (graph tracing); default 1",
-    )
-    f["seed"].add_to(g)
-    g.add_argument(
-        "--check-sync",
-        action="store_true",
-        help="after training, compare a digest of all weights and optimizer state "
-        "across ranks/replicas; exit 3 if they differ",
-    )
-
-    g = p.add_argument_group("data")
-    g.add_argument(
-        "--data-dir",
-        type=Path,
-        default=None,
-        help="class-per-folder image directory, sharded by rank (default: synthetic)",
-    )
-    g.add_argument(
-        "--dataset-size",
-        type=positive,
-        default=None,
-        help="images per epoch, all ranks together (synthetic default: steps x "
-        "global batch, else 8192; with --data-dir: a seeded subset)",
-    )
-    g.add_argument("--image-size", type=positive, default=64, help="square images, px; default 64")
-    g.add_argument("--num-classes", type=positive, default=10, help="CNN classes; default 10")
-
-    g = p.add_argument_group("model")
-    g.add_argument(
-        "--lr",
-        type=positive_float,
-        default=None,
-        help="base learning rate per replica (default per model: GANs 2e-4, "
-        "wgan_gp 1e-4, CNNs 0.0125); scaled by the replica count",
-    )
-    g.add_argument(
-        "--warmup-epochs",
-        type=non_negative_float,
-        default=0.0,
-        help="ramp the learning rate linearly from --lr to --lr x replicas; default 0",
-    )
-    g.add_argument(
-        "--width",
-        type=positive,
-        default=64,
-        help="GAN base channel width (DCGAN paper: 64); default 64",
-    )
-    g.add_argument("--latent-dim", type=positive, default=100, help="GAN noise size; default 100")
-    g.add_argument(
-        "--n-critic",
-        type=positive,
-        default=5,
-        help="wgan_gp critic updates per generator update; default 5",
-    )
-    g.add_argument(
-        "--gp-weight",
-        type=non_negative_float,
-        default=10.0,
-        help="wgan_gp gradient-penalty weight; default 10",
-    )
-    f["mixed_precision"].add_to(g)
-
-    g = p.add_argument_group("distribution")
-    for name in ("strategy", "cross_device_ops", "devices", "fp16_allreduce", "device", "threads"):
-        f[name].add_to(g)
-    g.add_argument(
-        "--inter-op-threads",
-        type=positive,
-        default=None,
-        help="TensorFlow inter-op threads per rank; default: TensorFlow's choice",
-    )
-
-    g = p.add_argument_group("timeline (horovod only)")
-    f["timeline"].add_to(g)
-    f["mark_cycles"].add_to(g)
-    g.add_argument(
-        "--timeline-dir",
-        type=Path,
-        default=None,
-        help="node-local directory for the live timeline; default $TMPDIR or /tmp",
-    )
-
-    g = p.add_argument_group("testing")
-    g.add_argument(
-        "--debug-desync",
-        action="store_true",
-        help="perturb rank 1's weights before the sync check (must then exit 3)",
-    )
+    titles = list(GROUPS) + sorted({a.group for a in ARGS.values()} - set(GROUPS))
+    for title in titles:
+        g = p.add_argument_group(title)
+        for name in GROUPS.get(title, ()):
+            extra = {"choices": sorted(MODELS)} if name == "model" else {}
+            JOB_FLAGS[name].add_to(g, **extra)
+        for arg in ARGS.values():
+            if arg.group == title:
+                _add(g, arg)
     return p
+
+
+def _add(group: argparse._ArgumentGroup, arg: Arg) -> None:
+    """One declared argument: its type and range checked by the declaration's own `convert`."""
+    if arg.type == "switch":
+        group.add_argument(arg.flag, dest=arg.name, action="store_true", help=arg.help)
+        return
+
+    def convert(text: str) -> object:
+        try:
+            value = arg.convert(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+        return Path(value) if arg.type == "path" else value
+
+    convert.__name__ = arg.type  # argparse names the type in its "invalid ... value" errors
+    group.add_argument(arg.flag, dest=arg.name, type=convert, default=arg.default, help=arg.help)
 
 
 def config_from_args(argv: list[str]) -> JobConfig:
@@ -225,10 +161,9 @@ def config_from_args(argv: list[str]) -> JobConfig:
 
 def _problem(a: argparse.Namespace) -> str | None:
     """Cross-argument checks that need no TensorFlow (so they fail in milliseconds)."""
-    if a.image_size < min_image_size(a.model):
-        return f"--image-size {a.image_size}: {a.model} needs at least {min_image_size(a.model)} px"
-    if workload_of(a.model) == "gan" and (msg := gan_image_size_problem(a.image_size)):
-        return f"--image-size: {msg}"
+    if broken := rule_problem(a.model, vars(a)):
+        name, why = broken
+        return f"{ARGS[name].flag} {getattr(a, name)}: {why}"
     if a.strategy == "horovod":
         for flag, value in (("--cross-device-ops", a.cross_device_ops), ("--devices", a.devices)):
             if value is not None:

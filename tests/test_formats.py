@@ -154,7 +154,7 @@ def test_run_record_round_trips_a_run(tmp_path: Path) -> None:
     assert rec.args == {"image_size": 16} and rec.swept == ["nodes"]
     assert rec.fusion_threshold_mb == 64.0
     fields = msgspec.structs.asdict(rec)
-    del fields["schema_version"], fields["workload"]
+    del fields["schema_version"], fields["workload"], fields["campaign_version"]
     assert fields == json.loads(json.dumps(run.as_record()))
     names = rec.names()
     assert names["image_size"] == 16 and names["nodes"] == 2 and "args" not in names
@@ -163,7 +163,7 @@ def test_run_record_round_trips_a_run(tmp_path: Path) -> None:
 def test_run_record_fields_follow_the_run_model() -> None:
     """RunRecord cannot import the pydantic model (jobs import formats): this holds them
     together: same fields, same defaults, and every run column the table takes from it."""
-    derived = {"schema_version", "run_id", "ranks", "replicas", "workload"}
+    derived = {"schema_version", "run_id", "ranks", "replicas", "workload", "campaign_version"}
     assert set(RunRecord.__struct_fields__) - derived == set(Run.model_fields)
     fields = {f.name: f for f in msgspec.structs.fields(RunRecord)}
     hints = typing.get_type_hints(RunRecord)

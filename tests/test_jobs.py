@@ -350,6 +350,40 @@ def test_gan_image_sizes() -> None:
     assert "at least 16" in (gan_image_size_problem(8) or "")
 
 
+def test_parser_is_built_from_the_manifest() -> None:
+    """The job's own arguments come from jobs/manifest.py (what `hpcscale validate` and
+    `hpcscale models` read), the flags hpcscale sets from hpcscale.formats.job_cli."""
+    from hpcscale.formats.job_cli import JOB_FLAGS
+    from jobs.manifest import ARGS
+    from jobs.train import build_parser
+
+    actions = {a.dest: a for a in build_parser()._actions if a.dest != "help"}
+    assert set(actions) == set(ARGS) | set(JOB_FLAGS)
+    for name, arg in ARGS.items():
+        assert actions[name].option_strings == [arg.flag]
+        assert actions[name].help == arg.help
+        assert actions[name].default == (False if arg.type == "switch" else arg.default)
+
+
+@pytest.mark.parametrize("model", ["dcgan", "wgan_gp", "resnet50", "inception_v3"])
+def test_parser_and_validate_refuse_the_same_arguments(model: str) -> None:
+    """One declaration, two readers: the job's parser and hpcscale's campaign check agree on
+    every value (an image size the model cannot take, an out-of-range or mistyped value)."""
+    from hpcscale.core.workloads import args_problem, manifest
+    from jobs.train import _problem, build_parser
+
+    cases = [{"image_size": px} for px in (8, 16, 24, 36, 48, 64, 72, 75, 96, 224)]
+    cases += [{"lr": 0}, {"lr": 1e-3}, {"burn_in_steps": -1}, {"width": "x"}, {"image_size": 64.0}]
+    for args in cases:
+        argv = ["--model", model, "--run-dir", "unused"]
+        argv += [x for k, v in args.items() for x in (f"--{k.replace('_', '-')}", str(v))]
+        try:
+            job_refuses = _problem(build_parser().parse_args(argv)) is not None
+        except SystemExit as exc:
+            job_refuses = exc.code == 2
+        assert job_refuses == (args_problem(model, args, manifest()) is not None), (model, args)
+
+
 def test_process_world_size_reads_the_launcher_environment() -> None:
     assert process_world_size({}) == 1
     assert process_world_size({"OMPI_COMM_WORLD_SIZE": "4"}) == 4

@@ -76,14 +76,30 @@ def test_local_campaign_runs_and_resumes(tmp_path: Path, workdir: Path) -> None:
 
 
 def test_failing_run_is_recorded_and_campaign_goes_on(tmp_path: Path, workdir: Path) -> None:
-    camp = tiny_campaign(tmp_path, name="mixed", model=["no_such_model", "dcgan"])
+    """Runs that pass validation and fail in the job are recorded with their log's tail, and
+    the others run: with `--debug-desync` the 2-rank run's weight check fails (exit 3) and the
+    1-rank run stops at start-up (the job needs 2 ranks to perturb one)."""
+    camp = tiny_campaign(tmp_path, name="mixed", **{"args.debug_desync": [True, False]})
+    spec = yaml.safe_load(camp.read_text())
+    spec["workload"]["args"]["check_sync"] = True
+    camp.write_text(yaml.safe_dump(spec))
     proc = hpcscale("submit", str(camp))
     assert proc.returncode == 1
     assert "2 completed, 2 failed" in proc.stdout
     rows = json.loads(hpcscale("status", "mixed", "--json", check=True).stdout)["mixed"]
-    failed = [r for r in rows if r["state"] == "FAILED"]
-    assert len(failed) == 2
-    assert all("no_such_model" in (r["message"] or "") for r in failed)  # the log's tail
+    failed = {
+        json.loads((Path(r["run_dir"]) / "run.json").read_text())["ranks"]: r
+        for r in rows
+        if r["state"] == "FAILED"
+    }
+    assert sorted(failed) == [1, 2]
+    assert all(
+        r["state"] == "COMPLETED"
+        for r in rows
+        if r["run_id"] not in {f["run_id"] for f in failed.values()}
+    )
+    assert failed[2]["exit_code"] == "3"
+    assert "needs at least 2 Horovod ranks" in (failed[1]["message"] or "")  # the log's tail
 
 
 def test_interrupt_leaves_ledger_consistent_and_resume_finishes(

@@ -218,7 +218,7 @@ def test_hostile_values_never_run(tmp_path: Path, arg: str, env: str) -> None:
         yaml.safe_dump(
             {
                 "name": "hostile",
-                "workload": {"model": "dcgan", "args": {"payload": arg}},
+                "workload": {"model": "dcgan", "args": {"data_dir": arg}},
                 "system": "sys.yaml",
                 "scaling": "weak",
                 "matrix": {"layout": "2x1", "batch": 4},
@@ -241,9 +241,9 @@ def test_hostile_values_never_run(tmp_path: Path, arg: str, env: str) -> None:
     assert not list(case.rglob("PWNED")) and not list(Path.cwd().glob("PWNED"))
     argv = (out / "argv").read_bytes().split(b"\0")[:-1]
     # What YAML itself reads back is the reference (it folds e.g. NEL into a space).
-    arg = yaml.safe_load((case / "c.yaml").read_text())["workload"]["args"]["payload"]
+    arg = yaml.safe_load((case / "c.yaml").read_text())["workload"]["args"]["data_dir"]
     env = yaml.safe_load((case / "sys.yaml").read_text())["env"]["HOSTILE_ENV"]
-    assert argv[argv.index(b"--payload") + 1].decode() == arg
+    assert argv[argv.index(b"--data-dir") + 1].decode() == arg
     assert (out / "env").read_text() == env
 
 

@@ -11,10 +11,15 @@ test, not TensorFlow; `test_real_workload_two_nodes_pmix` runs the real jobs/tra
 from __future__ import annotations
 
 import json
+import os
+import re
+import signal
 import subprocess
 import sys
 import time
+from collections import Counter
 from collections.abc import Iterator
+from contextlib import contextmanager
 from itertools import pairwise
 from pathlib import Path
 
@@ -24,6 +29,7 @@ import yaml
 from hpcscale import api
 from hpcscale.api import render_campaign
 from hpcscale.backends.slurm import arrays as slurm_arrays
+from hpcscale.backends.slurm import limits as slurm_limits
 from hpcscale.backends.slurm import submit as slurm_submit
 from hpcscale.backends.slurm.backend import SlurmOptions
 from hpcscale.core.paths import campaign_dir
@@ -456,3 +462,127 @@ def test_real_workload_two_nodes_pmix(
     assert metrics["ranks"] == 2
     timeline = (Path(row["run_dir"]) / "timeline.json").read_text()
     assert "ALLREDUCE" in timeline.upper()
+
+
+# ---------------------------------------------------------------- a stock SLURM's limits
+
+
+@contextmanager
+def max_submit_jobs(info: ClusterInfo, n: int) -> Iterator[None]:
+    """The user's MaxSubmitJobs on the test cluster's accounting, for the duration."""
+    user = slurm_limits.user_name()
+    where = ["sacctmgr", "-i", "modify", "user", "where", f"name={user}", "set"]
+    slurm_run(info.env, *where, f"MaxSubmitJobs={n}")
+    try:
+        yield
+    finally:
+        slurm_run(info.env, *where, "MaxSubmitJobs=-1")
+
+
+def test_over_max_array_size_goes_in_as_several_arrays_that_complete(
+    slurm_cluster: ClusterInfo, tmp_path: Path, workdir: Path
+) -> None:
+    """The test cluster keeps SLURM's default MaxArraySize (1001), as users meet it: 1,010
+    runs of a program that exits at once go in as arrays of at most 1,001 tasks, indices
+    below 1001, and all complete."""
+    conf = slurm_run(slurm_cluster.env, "scontrol", "show", "config").stdout
+    assert re.search(r"^MaxArraySize\s*=\s*1001$", conf, re.M)
+    batches = {"batch": list(range(1, 1011))}
+    camp = campaign(tmp_path, "wide", batches, cores_per_node=1, srun_mpi="none")
+    proc = hpcscale("submit", str(camp), check=True)
+    assert "1010 run(s) submitted, 0 skipped, 0 rejected" in proc.stdout
+    deadline = time.monotonic() + 1500
+    while not (st := api.status("wide")[0]).ended:  # in-process and seldom: the CPUs run jobs
+        assert time.monotonic() < deadline, st.counts()
+        time.sleep(5)
+    rows = [r.__dict__ for r in st.rows]
+    assert {r["state"] for r in rows} == {"COMPLETED"}
+    tasks = Counter(r["array_job_id"] for r in rows)
+    assert sorted(tasks.values()) == [9, 1001]
+    assert max(r["array_index"] for r in rows) == 1000
+    assert all(r["job_id"] == f"{r['array_job_id']}_{r['array_index']}" for r in rows)
+
+
+def test_split_arrays_with_equal_indices_are_repaired_to_their_own_runs(
+    slurm_cluster: ClusterInfo, tmp_path: Path, workdir: Path
+) -> None:
+    """Two arrays both of index 0 only, lost before the ledger write: each run gets its own
+    array's task (the index -> run map is per array), nothing is submitted twice."""
+    camp = campaign(tmp_path, "split", {"batch": [4, 8, 16]})
+    _, _, rendered = render_campaign(camp)
+    cdir = campaign_dir("split")
+    with Ledger(cdir) as ledger:
+        ledger.ensure((r.run.run_id, str(r.run_dir)) for r in rendered)
+    lost = slurm_arrays.plan(rendered, array=True, stamp="split1", max_array_size=1)[:2]
+    jobs = {}
+    for b in lost:
+        res = slurm_submit.sbatch(cdir, b, None)
+        assert res.ok
+        jobs[b.run_ids[0]] = f"{res.stdout.strip().split(';')[0]}_0"
+    _, err = status_rows("split")
+    assert "repaired the ledger: 2 run(s)" in " ".join(err.split())
+    proc = hpcscale("submit", str(camp), check=True)
+    assert "1 run(s) submitted, 2 skipped" in proc.stdout
+    rows = {r["run_id"]: r for r in wait_terminal("split")}
+    assert {r["state"] for r in rows.values()} == {"COMPLETED"}
+    assert {rid: rows[rid]["job_id"] for rid in jobs} == jobs
+    assert len(jobs_named(slurm_cluster, "hpcscale.split.")) == 3
+
+
+def test_max_submit_jobs_submits_what_fits_and_follow_submits_the_rest(
+    slurm_cluster: ClusterInfo, tmp_path: Path, workdir: Path
+) -> None:
+    camp = campaign(
+        tmp_path, "capped", {"batch": list(range(1, 8))}, {"sleep": 4}, cores_per_node=1
+    )
+    with max_submit_jobs(slurm_cluster, 3):
+        first = hpcscale("submit", str(camp), check=True)
+        text = " ".join(first.stdout.split())
+        assert "3 run(s) submitted, 0 skipped, 0 rejected, 4 waiting" in text
+        assert "4 run(s) wait for room in the queue (MaxSubmitJobs=3" in text
+        rows, _ = status_rows("capped")
+        waiting = [r for r in rows if r["state"] == "RENDERED"]
+        assert len(waiting) == 4 and all(r["job_id"] is None for r in waiting)
+        follow = hpcscale("submit", str(camp), "--follow", check=True)
+        text = " ".join(follow.stdout.split())
+        assert re.search(r"following: \d/4 run\(s\) submitted, \d waiting \(MaxSubmitJobs=3", text)
+        assert "4 run(s) submitted, 3 skipped, 0 rejected" in text
+    rows = wait_terminal("capped")
+    assert {r["state"] for r in rows} == {"COMPLETED"}
+    tasks = Counter(r["array_job_id"] for r in rows)
+    assert len(tasks) >= 3 and max(tasks.values()) <= 3
+
+
+def test_ctrl_c_stops_follow_and_leaves_the_ledger_consistent(
+    slurm_cluster: ClusterInfo, tmp_path: Path, workdir: Path
+) -> None:
+    camp = campaign(
+        tmp_path, "stopped", {"batch": list(range(1, 6))}, {"sleep": 60}, cores_per_node=1
+    )
+    exe = Path(sys.executable).parent / "hpcscale"
+    with max_submit_jobs(slurm_cluster, 2):
+        proc = subprocess.Popen(
+            [exe, "submit", str(camp), "--follow"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "PYTHONUNBUFFERED": "1", "COLUMNS": "200"},
+        )
+        assert proc.stdout is not None
+        seen = ""
+        while "following:" not in seen:
+            line = proc.stdout.readline()
+            assert line, f"submit --follow ended early: {seen}{proc.communicate()}"
+            seen += line
+        proc.send_signal(signal.SIGINT)
+        rest, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, (seen, rest, err)
+    assert "stopped following: 2 run(s) submitted, 3 still RENDERED" in " ".join(rest.split())
+    assert "state on disk is consistent" in err
+    rows, _ = status_rows("stopped")
+    assert sorted(r["job_id"] is None for r in rows) == [False, False, True, True, True]
+    assert all(r["state"] == "RENDERED" for r in rows if r["job_id"] is None)
+    assert not list((workdir / "stopped" / "arrays").glob("*.pending"))
+    assert len(jobs_named(slurm_cluster, "hpcscale.stopped.")) == 2
+    hpcscale("cancel", "stopped", check=True)
+    wait_terminal("stopped", ignore=("RENDERED",))

@@ -3,14 +3,29 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable
+from operator import methodcaller
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.table import Table
+from rich.markup import escape
 
 from hpcscale import api
-from hpcscale.cli.common import CampaignArg, JsonOpt, SystemOpt, WorkdirOpt, console, print_json
+from hpcscale.cli.common import (
+    CampaignArg,
+    JsonOpt,
+    SystemOpt,
+    WorkdirOpt,
+    console,
+    err_console,
+    print_json,
+    warn_if_large,
+)
+from hpcscale.cli.progress import Activity
+from hpcscale.cli.tables import Col, Grid, emit
 from hpcscale.core.vocab import KNOBS
+from hpcscale.util.text import plural
 
 KNOB_COLUMNS = (*KNOBS, "epochs", "repeat")
 
@@ -18,74 +33,81 @@ KNOB_COLUMNS = (*KNOBS, "epochs", "repeat")
 def validate(campaign: CampaignArg, system: SystemOpt = None) -> None:
     """Check a campaign (schema, system profile and its template, every cell's arithmetic);
     write nothing."""
-    p = api.plan(campaign, system=system)
+    with Activity(f"validate {Path(campaign).name}", thread=True):
+        p = api.plan(campaign, system=system)
+    warn_if_large(p.campaign.name, len(p.runs))
+    for w in p.expansion.warnings:  # rules that drop nothing, or keep nothing
+        err_console.print(f"[yellow]warning:[/yellow] {escape(w)}", highlight=False)
     console.print(
-        f"[green]ok[/green] {campaign}: campaign [bold]{p.campaign.name}[/bold] on "
-        f"system {p.system.name}: {len(p.runs)} runs, {len(p.excluded)} excluded"
+        f"[green]ok[/green] {escape(campaign)}: campaign [bold]{escape(p.campaign.name)}[/bold] "
+        f"on system {escape(p.system.name)}: {plural(len(p.runs), 'run')}, "
+        f"{len(p.excluded)} excluded"
     )
 
 
 def plan(campaign: CampaignArg, json: JsonOpt = False, system: SystemOpt = None) -> None:
-    """Show the runs a campaign expands to: one row per run, counts per axis, excluded cells."""
-    p = api.plan(campaign, system=system)
-    lc = p.loaded
-    records = [r.as_record() for r in p.runs]
+    """Show the runs a campaign expands to: one row per run, counts per axis, excluded cells.
+    Piped, the table is plain text in aligned columns, every run id whole."""
+    with Activity(f"plan {Path(campaign).name}", thread=True) as bar:
+        bar.step("expanding the matrix")
+        p = api.plan(campaign, system=system)
+        records = [r.as_record() for r in p.runs]
+        if not json:
+            bar.step("writing the table")
+            runs, *others = _plan_grids(p, records)
+            parts = [runs.prepare(console, bar), *(g.prepare(console) for g in others)]
+    warn_if_large(p.campaign.name, len(records))
+    for w in p.expansion.warnings:  # rules that drop nothing, or keep nothing
+        err_console.print(f"[yellow]warning:[/yellow] {escape(w)}", highlight=False)
     if json:
         print_json(records)
-        return
+    else:
+        emit(parts, console)
+
+
+def _plan_grids(p: api.Planned, records: list[dict[str, Any]]) -> list[Grid]:
+    """The runs, the values per axis and the excluded cells; built a column at a time (fast
+    enough for 100,000 runs)."""
+    lc = p.loaded
     swept = [a for a, v in p.axes.items() if len(v) > 1]
-    table = Table(
-        title=f"{lc.campaign.name}: {len(records)} runs on {lc.system.name} "
+    title = (
+        f"{lc.campaign.name}: {plural(len(records), 'run')} on {lc.system.name} "
         f"({lc.campaign.scaling} scaling)"
     )
-    cols = [
-        "run_id",
-        "model",
-        "device",
-        "nodes",
-        "ranks",
-        "layout",
-        "gpus/node",
-        "batch/rank",
-        "global batch",
-    ]
-    extra = [k for k in KNOB_COLUMNS if _varies(records, k) or k in swept]
+    extra = [k for k in KNOB_COLUMNS if k in swept or _varies(records, k)]
     extra += [
         f"args.{k}"
         for k in sorted({k for r in records for k in r["args"]})
         if _varies([r["args"] for r in records], k)
     ]
-    for c in cols + extra:
-        table.add_column(c, justify="right" if c not in ("run_id", "model", "device") else "left")
-    for r in records:
-        row = [
-            r["run_id"],
-            r["model"],
-            r["device"],
-            str(r["nodes"]),
-            str(r["ranks"]),
-            f"{r['tasks_per_node']}x{r['threads_per_task']}",
-            str(r["gpus_per_node"]),
-            str(r["batch_per_rank"]),
-            str(r["global_batch"]),
-        ]
-        row += [_cell(r["args"].get(k[5:]) if k.startswith("args.") else r.get(k)) for k in extra]
-        table.add_row(*row)
-    console.print(table)
-    counts = Table(title="values per axis", show_header=True)
-    counts.add_column("axis")
-    counts.add_column("runs per value")
+    fixed = {
+        "run_id": "run_id",
+        "model": "model",
+        "device": "device",
+        "nodes": "nodes",
+        "ranks": "ranks",
+        "layout": "layout",
+        "gpus/node": "gpus_per_node",
+        "batch/rank": "batch_per_rank",
+        "global_batch": "global_batch",
+    }
+    names = [*fixed, *extra]
+    left = ("run_id", "model", "device")
+    runs = Grid(title, [Col(c, right=c not in left, key=c == "run_id") for c in names])
+    cells: dict[str, list[str]] = {}  # field or axis -> its text, run by run
+    for k, field in enumerate([*fixed.values(), *extra]):
+        runs.set_column(k, cells.setdefault(field, _cells(_values(field, records))))
+    counts = Grid("values per axis", ["axis", "runs per value"])
     for axis in p.axes:
-        values = Counter(_value_of(axis, r) for r in records)
+        values = Counter(cells.get(axis) or _cells(_values(axis, records)))
         counts.add_row(axis, ", ".join(f"{v}: {n}" for v, n in values.items()))
-    console.print(counts)
+    grids = [runs, counts]
     if p.excluded:
-        ex = Table(title=f"{len(p.excluded)} excluded cells")
-        ex.add_column("cell")
-        ex.add_column("excluded by")
+        ex = Grid(f"{plural(len(p.excluded), 'excluded cell')}", ["cell", "excluded by"])
         for e in p.excluded:
             ex.add_row(", ".join(f"{k}={v}" for k, v in e.assignment.items()), e.rule)
-        console.print(ex)
+        grids.append(ex)
+    return grids
 
 
 def render(
@@ -102,25 +124,40 @@ def render(
     system: SystemOpt = None,
 ) -> None:
     """Write DIR/<name>/runs/<run_id>/{job.sbatch,run.json} for every run (atomically)."""
-    r = api.render(campaign, workdir, system=system, workers=workers)
+    with Activity(f"render {Path(campaign).name}", thread=False) as bar:
+        r = api.render(campaign, workdir, system=system, workers=workers, progress=bar)
+    warn_if_large(r.planned.campaign.name, len(r.runs))
     where = r.directory / "runs" if r.runs else "(nothing)"
     console.print(
-        f"rendered {len(r.runs)} runs of [bold]{r.planned.campaign.name}[/bold] into {where}"
+        f"rendered {plural(len(r.runs), 'run')} of [bold]{escape(r.planned.campaign.name)}"
+        f"[/bold] into {escape(str(where))}"
     )
 
 
-def _value_of(axis: str, r: dict[str, Any]) -> str:
+def _values(axis: str, records: list[dict[str, Any]]) -> Iterable[Any]:
+    """Each record's value of an axis or run field (`args.NAME`, `layout` and `batch` too)."""
     if axis.startswith("args."):
-        return _cell(r["args"].get(axis.removeprefix("args.")))
+        name = axis.removeprefix("args.")
+        return (r["args"].get(name) for r in records)
     if axis == "layout":
-        return f"{r['tasks_per_node']}x{r['threads_per_task']}"
+        return (f"{r['tasks_per_node']}x{r['threads_per_task']}" for r in records)
     if axis == "batch":
-        return _cell(r["global_batch"] if r["scaling"] == "strong" else r["batch_per_rank"])
-    return _cell(r.get(axis))
+        return (
+            r["global_batch"] if r["scaling"] == "strong" else r["batch_per_rank"] for r in records
+        )
+    return map(methodcaller("get", axis), records)
 
 
 def _varies(records: list[dict[str, Any]], key: str) -> bool:
-    return len({repr(r.get(key)) for r in records}) > 1
+    values = list(map(methodcaller("get", key), records))
+    return bool(values) and (
+        values.count(values[0]) != len(values) or len(set(map(type, values))) > 1
+    )
+
+
+def _cells(values: Iterable[Any]) -> list[str]:
+    out = list(values)
+    return [_cell(v) for v in out] if None in out else list(map(str, out))
 
 
 def _cell(v: Any) -> str:

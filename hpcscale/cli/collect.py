@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import stat
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.table import Table
+from rich.markup import escape
 
 from hpcscale import api
 from hpcscale.cli.common import CampaignsArg, JsonOpt, WorkdirOpt, console, err_console, print_json
+from hpcscale.cli.tables import Col, Grid
 from hpcscale.errors import UsageError
+from hpcscale.util.text import plural
 
 
 def _seconds(v: float) -> str:
@@ -28,8 +31,7 @@ def timeline(
     """Analyse one timeline file: time per category, top tensors, straggler hint."""
     from hpcscale.collect.timeline import CATEGORIES, NO_COLLECTIVES, TimelineError, parse_timeline
 
-    if not file.is_file():
-        raise UsageError(f"{file}: no such file")
+    _check_regular(file, "timeline.json")
     try:
         s = parse_timeline(file, ranks=ranks, keep_comm=False)
     except TimelineError as exc:
@@ -40,49 +42,54 @@ def timeline(
         print_json(s.as_json(top=top))
         return
     if s.empty:
-        console.print(f"{file}: {NO_COLLECTIVES}")
+        empty = " (an empty file)" if file.stat().st_size == 0 else ""
+        console.print(escape(f"{file}{empty}: {NO_COLLECTIVES}"), highlight=False)
         return
     span = s.span_us / 1e6
-    t = Table(title=f"{file} ({s.format}, {s.events} events, {s.tensors} tensors)")
-    t.add_column("category")
-    t.add_column("seconds", justify="right")
-    t.add_column("% of span", justify="right")
+    t = Grid(
+        f"{file} ({s.format}, {plural(s.events, 'event')}, {plural(s.tensors, 'tensor')})",
+        ["category", Col("seconds", right=True), Col("% of span", right=True)],
+    )
     for c in CATEGORIES:
         v = s.seconds(c)
         t.add_row(f"{c}_s", _seconds(v), f"{100 * v / span:.1f}" if span else "-")
     t.add_row("span_s", _seconds(span), "100.0")
-    console.print(t)
+    t.show(console)
     coll = ", ".join(f"{k} {v}" for k, v in sorted(s.collectives.items())) or "none"
     console.print(f"collectives (tensor ops): {coll}")
     if s.allreduce_tensors:
         bw = s.bus_bandwidth_gbs()
         console.print(
-            f"allreduce: {s.allreduce_bytes / 1e6:.3f} MB in {s.allreduce_tensors} tensor ops "
+            f"allreduce: {s.allreduce_bytes / 1e6:.3f} MB in "
+            f"{plural(s.allreduce_tensors, 'tensor op')} "
             f"({s.allreduce_bytes / s.allreduce_tensors / 1e3:.1f} kB each); bus bandwidth "
-            + (f"{bw:.3f} GB/s over {s.ranks} ranks" if bw is not None else "n/a")
+            + (f"{bw:.3f} GB/s over {plural(s.ranks, 'rank')}" if bw is not None else "n/a")
         )
     strag = s.straggler()
     if strag is not None:
         rank, times, total = strag
         console.print(
-            f"straggler hint: rank {rank} was last ready in {times} of {total} negotiations "
+            f"straggler hint: rank {rank} was last ready in {times} of "
+            f"{plural(total, 'negotiation')} "
             f"with readiness ticks"
         )
     if top and s.tensor_stats:
-        tt = Table(title=f"top {top} tensors by communication time")
-        tt.add_column("tensor", overflow="fold")
-        tt.add_column("comm_s", justify="right")
-        tt.add_column("ops", justify="right")
-        tt.add_column("bytes", justify="right")
+        tt = Grid(
+            f"top {plural(top, 'tensor')} by communication time",
+            [Col("tensor", key=True), *(Col(c, right=True) for c in ("comm_s", "ops", "bytes"))],
+        )
         for ts in s.top_tensors(top):
             tt.add_row(ts.name, _seconds(ts.comm_us / 1e6), str(ts.ops), str(ts.bytes))
-        console.print(tt)
+        tt.show(console)
     problems = [
         ("the last record is cut (job killed?)", s.truncated),
-        (f"{s.bad_records} unreadable records skipped", s.bad_records),
-        (f"{s.unclosed} spans never closed (lost at shutdown)", s.unclosed),
-        (f"{s.orphan_ends} ends without a begin", s.orphan_ends),
-        (f"{s.late_spans} spans closed after their start was final (clipped)", s.late_spans),
+        (f"{plural(s.bad_records, 'unreadable record')} skipped", s.bad_records),
+        (f"{plural(s.unclosed, 'span')} never closed (lost at shutdown)", s.unclosed),
+        (f"{plural(s.orphan_ends, 'end')} without a begin", s.orphan_ends),
+        (
+            f"{plural(s.late_spans, 'span')} closed after their start was final (clipped)",
+            s.late_spans,
+        ),
     ]
     for text, flag in problems:
         if flag:
@@ -95,13 +102,23 @@ def collect(
         bool, typer.Option("--timeline", help="also read Horovod timelines and steps.json")
     ] = False,
     json_out: JsonOpt = False,
+    include_stale: Annotated[
+        bool,
+        typer.Option("--include-stale", help="also runs no longer in the campaign's matrix"),
+    ] = False,
     workdir: WorkdirOpt = None,
 ) -> None:
     """Gather finished runs' metrics (and timelines) into results.parquet and results.csv."""
     from hpcscale.collect.collector import frame_of
 
     reports: list[dict[str, Any]] = []
-    for res in api.collect(campaign, workdir, timeline=with_timeline, progress=not json_out):
+    for res in api.collect(
+        campaign,
+        workdir,
+        timeline=with_timeline,
+        progress=not json_out,
+        include_stale=include_stale,
+    ):
         if json_out:
             df = frame_of(res.rows)
             reports.append(
@@ -127,23 +144,27 @@ def collect(
 
 
 def _print_collected(res: Any, with_timeline: bool) -> None:
-    t = Table(title=f"{res.campaign}: {len(res.rows)} runs")
     cols = ["run_id", "model", "nodes", "ranks", "global_batch", "epoch_time_s", "images_per_s"]
     if with_timeline:
         cols += ["comm_s", "exact_overlap_s"]
-    for c in cols:
-        t.add_column(c, justify="left" if c in ("run_id", "model") else "right")
+    t = Grid(
+        f"{res.campaign}: {plural(len(res.rows), 'run')}",
+        [Col(c, key=c == "run_id", right=c not in ("run_id", "model")) for c in cols],
+    )
     for row in sorted(res.rows, key=lambda r: (str(r.get("model")), r.get("ranks") or 0)):
         t.add_row(*(_cell(row.get(c)) for c in cols))
-    console.print(t)
+    t.show(console)
     console.print(
-        f"{res.new} read, {res.cached} unchanged since the last collect"
-        + (f", {len(res.unfinished)} not finished" if res.unfinished else "")
-        + f" -> {res.parquet} and {res.csv.name}"
+        escape(
+            f"{res.new} read, {res.cached} unchanged since the last collect"
+            + (f", {len(res.unfinished)} not finished" if res.unfinished else "")
+            + f" -> {res.parquet} and {res.csv.name}"
+        ),
+        highlight=False,
     )
     for p in res.problems:
         style = "yellow" if p.partial else "red"
-        err_console.print(f"[{style}]{p.run_id}:[/] {p.reason}")
+        err_console.print(f"[{style}]{p.run_id}:[/] {escape(p.reason)}", highlight=False)
 
 
 def _cell(v: Any) -> str:
@@ -152,6 +173,24 @@ def _cell(v: Any) -> str:
     if isinstance(v, float):
         return f"{v:.4g}"
     return str(v)
+
+
+def _check_regular(path: Path, inside: str) -> None:
+    """Say what `path` is when it is no file to read: missing, a directory, a device."""
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        raise UsageError(f"{path}: no such file") from None
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read ({exc.strerror})") from None
+    if stat.S_ISDIR(mode):
+        hint = f" (did you mean {path / inside}?)" if (path / inside).is_file() else ""
+        raise UsageError(f"{path}: is a directory, not a file{hint}")
+    if not stat.S_ISREG(mode):
+        kinds = {stat.S_ISCHR: "a character device", stat.S_ISBLK: "a block device",
+                 stat.S_ISFIFO: "a pipe", stat.S_ISSOCK: "a socket"}  # fmt: skip
+        kind = next((k for test, k in kinds.items() if test(mode)), "a special file")
+        raise UsageError(f"{path}: not a regular file ({kind}); give a timeline file")
 
 
 def _find_run(run: str, wd: Path | None) -> Path:
@@ -173,7 +212,14 @@ def _find_run(run: str, wd: Path | None) -> Path:
 
 def trace(
     run: Annotated[str, typer.Argument(help="a run directory, or a run id (or its prefix)")],
-    out: Annotated[Path, typer.Option("--out", "-o", help="merged Chrome-trace JSON to write")],
+    out: Annotated[
+        Path,
+        typer.Option(
+            "--out",
+            "-o",
+            help="merged Chrome-trace JSON to write (a directory: DIR/<run>.trace.json)",
+        ),
+    ],
     workdir: WorkdirOpt = None,
 ) -> None:
     """Merge a run's step spans and Horovod timeline into one trace (Perfetto, chrome://tracing)."""
@@ -182,6 +228,10 @@ def trace(
     from hpcscale.collect.trace import write_trace
 
     run_dir = _find_run(run, workdir)
+    if out.is_dir():
+        out = out / f"{run_dir.name}.trace.json"
+    if out.exists() and not out.is_file():  # never replace a device or socket with a file
+        raise UsageError(f"{out}: not a regular file; give a file or a directory to write into")
     tl = run_dir / "timeline.json"
     if not tl.is_file():
         raise UsageError(f"{run_dir}: no timeline.json (was the run made with timeline: true?)")
@@ -194,8 +244,13 @@ def trace(
         info = write_trace(tl, steps, out)
     except (TimelineError, ValueError) as exc:
         raise UsageError(str(exc)) from exc
+    except OSError as exc:
+        raise UsageError(f"{exc.filename or out}: {exc.strerror or exc}") from exc
     note = " (cut final record dropped)" if info.truncated else ""
     console.print(
-        f"{info.out}: {info.records} timeline records{note} + {info.steps} steps; "
-        "open it in https://ui.perfetto.dev or chrome://tracing"
+        escape(
+            f"{info.out}: {plural(info.records, 'timeline record')}{note} + "
+            f"{plural(info.steps, 'step')}; open it in https://ui.perfetto.dev or chrome://tracing"
+        ),
+        highlight=False,
     )

@@ -8,9 +8,28 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 console = Console()
 err_console = Console(stderr=True)
+# piped or redirected: one line per message, never wrapped at a guessed width (a path or a run id
+# cut in two is no use to a script)
+console.soft_wrap = not console.is_terminal
+err_console.soft_wrap = not err_console.is_terminal
+
+LARGE_CAMPAIGN = 10_000  # runs: more is allowed, with a warning
+
+
+def warn_if_large(name: str, runs: int) -> None:
+    """Say so when a campaign is large: most often an axis longer than meant."""
+    if runs > LARGE_CAMPAIGN:
+        err_console.print(
+            f"[yellow]warning:[/yellow] campaign {escape(name)} has {runs:,} runs (more than "
+            f"{LARGE_CAMPAIGN:,}): check its matrix axes; `hpcscale plan --json` lists them "
+            "for scripts",
+            highlight=False,
+        )
+
 
 WorkdirOpt = Annotated[
     Path | None,

@@ -6,18 +6,21 @@ Every command is a thin wrapper; errors the user can fix print one line and exit
 from __future__ import annotations
 
 import sys
-from typing import Annotated
+from importlib import metadata
+from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
 
+from hpcscale import __version__
 from hpcscale.cli import campaign as campaign_cmds
 from hpcscale.cli import collect as collect_cmds
+from hpcscale.cli import models as models_cmds
 from hpcscale.cli import report as report_cmds
 from hpcscale.cli import status as status_cmds
 from hpcscale.cli import submit as submit_cmds
 from hpcscale.cli.cluster import app as cluster_app
-from hpcscale.cli.common import err_console
+from hpcscale.cli.common import console, err_console
 from hpcscale.errors import HpcscaleError
 
 app = typer.Typer(
@@ -40,16 +43,54 @@ app = typer.Typer(
 _state = {"debug": False}
 
 
+def _version() -> str:
+    try:
+        return metadata.version("hpcscale")
+    except metadata.PackageNotFoundError:  # run from a source tree that is not installed
+        return __version__
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        console.print(f"hpcscale {_version()}", highlight=False)
+        raise typer.Exit()
+
+
 @app.callback()
 def _main(
     debug: Annotated[bool, typer.Option("--debug", help="show tracebacks for errors")] = False,
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", help="print the version and exit", is_eager=True, callback=_print_version
+        ),
+    ] = False,
 ) -> None:
     _state["debug"] = debug
+
+
+def _flags_without_metavar() -> None:
+    """typer's help shows `<bool>` beside every flag, as if it took a value: a flag takes
+    none, so it shows none (every command's flags, typer's own --help included)."""
+    from typer.core import TyperOption
+
+    shown = TyperOption.display_type_rich
+
+    def display_type_rich(self: TyperOption, ctx: Any) -> str | None:
+        if self.is_flag and self.metavar is None:
+            return None
+        return shown(self, ctx)
+
+    TyperOption.display_type_rich = display_type_rich  # type: ignore[method-assign]
+
+
+_flags_without_metavar()
 
 
 app.command()(campaign_cmds.validate)
 app.command()(campaign_cmds.plan)
 app.command()(campaign_cmds.render)
+app.command()(models_cmds.models)
 app.command()(submit_cmds.submit)
 app.command()(status_cmds.status)
 app.command()(submit_cmds.cancel)

@@ -9,11 +9,12 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.markup import escape
-from rich.table import Table as RichTable
 
 from hpcscale import api
 from hpcscale.cli.common import CampaignsArg, WorkdirOpt, console, err_console
+from hpcscale.cli.tables import Col, Grid
 from hpcscale.errors import HpcscaleError
+from hpcscale.util.text import plural
 
 if TYPE_CHECKING:
     from hpcscale.report.model import CampaignReport
@@ -47,13 +48,23 @@ def report(
     check: Annotated[
         bool, typer.Option("--check", help="exit 1 if a campaign reference fails (for CI)")
     ] = False,
+    include_stale: Annotated[
+        bool,
+        typer.Option("--include-stale", help="also runs no longer in the campaign's matrix"),
+    ] = False,
     workdir: WorkdirOpt = None,
 ) -> None:
     """Write the scaling report: tables in the seed reports' shapes, figures, provenance."""
-    result = api.report(campaign, workdir, out=out, formats=[f.value for f in format or []])
+    result = api.report(
+        campaign,
+        workdir,
+        out=out,
+        formats=[f.value for f in format or []],
+        include_stale=include_stale,
+    )
 
     for rep in result.reports:
-        console.print(_summary(rep))
+        _summary(rep).show(console)
     for name in result.empty:
         console.print(f"[yellow]{name}: no finished runs yet, left out[/yellow]")
     failures = [
@@ -72,33 +83,36 @@ def report(
     data = [p for p in result.paths if p.parent.name == "data"]
     if data:
         console.print(
-            f"data: {len(data)} file(s) in {data[0].parent}", highlight=False, soft_wrap=True
+            escape(f"data: {plural(len(data), 'file')} in {data[0].parent}"),
+            highlight=False,
+            soft_wrap=True,
         )
     for path in result.paths:
         if path.name in ("index.md", "index.html"):
-            console.print(f"report: {path}", highlight=False, soft_wrap=True)
+            console.print(escape(f"report: {path}"), highlight=False, soft_wrap=True)
     if result.problems:
         raise HpcscaleError("; ".join(result.problems))
     if check and failures:
         raise HpcscaleError(f"{len(failures)} reference check(s) failed")
 
 
-def _summary(rep: CampaignReport) -> RichTable:
+def _summary(rep: CampaignReport) -> Grid:
     """Images/s, speedup and efficiency per matrix cell: the numbers people look at first."""
     from hpcscale.report.fmt import cell
     from hpcscale.report.labels import CELL_PARTS, labels
 
     cells = rep.cells
-    table = RichTable(title=f"{escape(rep.name)}: {len(rep.runs)} run(s)", title_justify="left")
-    table.add_column("Run (cell)")
-    table.add_column("Ranks", justify="right")
-    table.add_column("Images/s", justify="right")
-    table.add_column("Speedup", justify="right")
-    table.add_column("Efficiency", justify="right")
+    table = Grid(
+        f"{rep.name}: {plural(len(rep.runs), 'run')}",
+        [
+            Col("Run (cell)", key=True),
+            *(Col(c, right=True) for c in ("Ranks", "Images/s", "Speedup", "Efficiency")),
+        ],
+    )
     names = labels(cells, CELL_PARTS)
     for name, (_, row) in zip(names, cells.iterrows(), strict=True):
         table.add_row(
-            escape(name),
+            name,
             str(int(row["ranks"])),
             cell(row["images_per_s"]),
             cell(row["speedup"]),

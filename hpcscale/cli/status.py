@@ -12,7 +12,9 @@ from rich.table import Table
 
 from hpcscale import api
 from hpcscale.cli.common import JsonOpt, WorkdirOpt, console, err_console, print_json
+from hpcscale.cli.tables import Col, Grid
 from hpcscale.state.states import RunState
+from hpcscale.util.text import plural
 
 COLOURS = {
     RunState.COMPLETED: "green",
@@ -22,11 +24,15 @@ COLOURS = {
 }
 
 
-def status_table(st: api.CampaignStatus) -> Table:
+def status_table(st: api.CampaignStatus) -> Grid:
+    """One campaign's runs: rich boxes on a terminal when they fit, else plain aligned text
+    (run ids and messages whole)."""
     summary = ", ".join(f"{s}: {n}" for s, n in st.counts().items())
-    table = Table(title=f"{st.name}: {len(st.rows)} runs ({summary})", title_justify="left")
-    for col in ("run_id", "state", "backend", "job", "nodes", "exit", "elapsed", "message"):
-        table.add_column(col)
+    cols = ["run_id", "state", "backend", "job", "nodes", "exit", "elapsed", "message"]
+    table = Grid(
+        f"{st.name}: {plural(len(st.rows), 'run')} ({summary})",
+        [Col(c, key=c == "run_id", right=c in ("exit", "elapsed")) for c in cols],
+    )
     for row in st.rows:
         job = row.job_id or ""
         if row.array_job_id is not None:
@@ -37,13 +43,14 @@ def status_table(st: api.CampaignStatus) -> Table:
         color = COLOURS.get(row.state, "red" if row.terminal else "white")
         table.add_row(
             row.run_id,
-            f"[{color}]{row.state}[/{color}]",
+            str(row.state),
             row.backend or "",
-            job,
+            str(job),
             row.nodelist or "",
-            row.exit_code or "",
+            "" if row.exit_code is None else str(row.exit_code),
             elapsed,
-            escape((row.message or "").splitlines()[0][:60]) if row.message else "",
+            next(iter((row.message or "").strip().splitlines()), ""),
+            styles=[None, color, None, None, None, None, None, None],
         )
     return table
 
@@ -60,11 +67,18 @@ def status(
         bool, typer.Option("--watch", help="refresh until every run has ended")
     ] = False,
     interval: Annotated[float, typer.Option(help="seconds between --watch refreshes")] = 2.0,
+    include_stale: Annotated[
+        bool,
+        typer.Option("--include-stale", help="also runs no longer in the campaign's matrix"),
+    ] = False,
     workdir: WorkdirOpt = None,
 ) -> None:
     """Each run's state, from the ledger refreshed from the scheduler; works from any shell."""
-    if not watch or json:
-        found = api.status(campaign, workdir)
+    if not watch or json or not console.is_terminal:
+        found = api.status(campaign, workdir, include_stale=include_stale)
+        while watch and not all(st.ended for st in found):  # piped: the tables once all ended
+            time.sleep(interval)
+            found = api.status(campaign, workdir, include_stale=include_stale)
         for st in found:
             for w in st.warnings:
                 err_console.print(f"[yellow]warning:[/yellow] {escape(w)}")
@@ -77,14 +91,14 @@ def status(
             )
         else:
             for st in found:
-                console.print(status_table(st))
+                status_table(st).show(console)
         return
     with Live(console=console, auto_refresh=False) as live:
         while True:
-            found = api.status(campaign, workdir)
+            found = api.status(campaign, workdir, include_stale=include_stale)
             grid = Table.grid()
             for st in found:
-                grid.add_row(status_table(st))
+                grid.add_row(status_table(st).rich())
                 for w in st.warnings:
                     grid.add_row(f"[yellow]warning:[/yellow] {escape(w)}")
             live.update(grid, refresh=True)

@@ -28,13 +28,17 @@ MaxParallelOpt = Annotated[
 ]
 
 
-def backend_options(force: bool, no_array: bool, max_parallel: int | None) -> BackendOptions:
+def backend_options(
+    force: bool, no_array: bool, max_parallel: int | None, follow: bool = False
+) -> BackendOptions:
     """Typed options: SLURM's when a SLURM flag is given (another backend then refuses them),
     else the common ones, which every backend completes with its own defaults."""
-    if no_array or max_parallel is not None:
+    if no_array or max_parallel is not None or follow:
         from hpcscale.backends.slurm.backend import SlurmOptions
 
-        return SlurmOptions(force=force, array=not no_array, max_parallel=max_parallel)
+        return SlurmOptions(
+            force=force, array=not no_array, max_parallel=max_parallel, follow=follow
+        )
     return BackendOptions(force=force)
 
 
@@ -56,11 +60,19 @@ def submit(
     ] = False,
     no_array: NoArrayOpt = False,
     max_parallel: MaxParallelOpt = None,
+    follow: Annotated[
+        bool,
+        typer.Option(
+            "--follow",
+            help="slurm: when the queue's limits leave runs waiting, keep submitting them as "
+            "the queue drains (Ctrl-C stops; the rest stay RENDERED)",
+        ),
+    ] = False,
     system: SystemOpt = None,
     workdir: WorkdirOpt = None,
 ) -> None:
     """Render a campaign and run it: on SLURM (job arrays per resource shape) or locally."""
-    options = backend_options(force, no_array, max_parallel)
+    options = backend_options(force, no_array, max_parallel, follow)
     with RichReporter() as reporter:
         out = api.submit(
             campaign,

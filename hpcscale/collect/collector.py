@@ -12,6 +12,7 @@ Timeline columns are per timed epoch: when `steps.json` is there the timeline is
 window from the first timed step to the last (burn-in and start-up excluded) and divided by the
 number of epochs; without it the whole timeline is divided by the epochs in `metrics.json`
 (start-up included). `allreduce_bytes_per_step` divides by the timed steps likewise.
+Stale runs (`hpcscale.state.stale`) are left out unless `include_stale` (a `stale` column).
 """
 
 from __future__ import annotations
@@ -38,12 +39,13 @@ from hpcscale.errors import HpcscaleError, UsageError
 from hpcscale.formats.atomic import atomic_write
 from hpcscale.formats.metrics import load_metrics
 from hpcscale.formats.run_record import RunRecord, load_run_record
+from hpcscale.state.stale import stale_runs
 
 RESULTS_PARQUET = "results.parquet"
 RESULTS_CSV = "results.csv"
 CACHE_FILE = ".collect-cache.json"
 # Bump when a row's content changes meaning: every cached row is then read again.
-COLLECTOR_VERSION = 2  # 2: `model_family` (gan, cnn) and `program` for `workload`, run.json typed
+COLLECTOR_VERSION = 3  # 2: model_family, program, run.json typed; 3: campaign_version
 INPUT_FILES = ("run.json", "metrics.json", "timeline.json", "steps.json")
 
 TIMELINE_EXTRA = ("span_s", "timeline_events", "straggler_rank")
@@ -56,6 +58,8 @@ EXTRA_COLUMNS = (
     "timeline",
     "step_time_p50_ms",
     "run_dir",
+    "campaign_version",
+    "stale",
 )
 COLUMNS: tuple[str, ...] = (
     *RUN_COLUMNS,
@@ -91,6 +95,7 @@ class Collected:
     cached: int = 0
     unfinished: list[str] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
+    stale: list[str] = field(default_factory=list)  # runs no longer in the campaign's matrix
 
     @property
     def parquet(self) -> Path:
@@ -157,6 +162,7 @@ def run_row(run_dir: Path, timeline: bool) -> tuple[dict[str, Any], list[str]]:
         timeline=rec.timeline,
         step_time_p50_ms=m.step_time.p50_ms,
         run_dir=str(run_dir),
+        campaign_version=rec.campaign_version,
     )
     for col in (*TIMELINE_COLUMNS, "queue_s", "memcpy_s", *EXACT_COLUMNS, *TIMELINE_EXTRA):
         row[col] = NAN
@@ -245,18 +251,25 @@ def run_dirs(campaign_path: Path) -> list[Path]:
 
 
 def collect_campaign(
-    campaign_path: str | os.PathLike[str], timeline: bool = False, progress: bool = True
+    campaign_path: str | os.PathLike[str],
+    timeline: bool = False,
+    progress: bool = True,
+    include_stale: bool = False,
 ) -> Collected:
-    """Collect one campaign directory and write its results files (atomically)."""
+    """Collect one campaign directory into its results files (atomically); see the module."""
     cdir = Path(campaign_path)
     if not cdir.is_dir():
         raise UsageError(f"{cdir}: no such campaign directory")
     dirs = run_dirs(cdir)
+    stale = stale_runs(cdir, dirs)
     cache_path = cdir / CACHE_FILE
     cache = _load_cache(cache_path)
-    out = Collected(campaign=cdir.name, directory=cdir, rows=[])
+    out = Collected(cdir.name, cdir, rows=[], stale=[d.name for d in dirs if d.name in stale])
     todo: list[tuple[Path, list[list[int]]]] = []
     fresh: dict[str, Any] = {}
+    if not include_stale:  # left out, their cache entries kept for when they come back
+        dirs = [d for d in dirs if d.name not in stale]
+        fresh.update({rid: cache[rid] for rid in out.stale if rid in cache})
     for d in dirs:
         fp = _fingerprint(d)
         entry = cache.get(d.name)
@@ -278,7 +291,7 @@ def collect_campaign(
     for d in dirs:
         entry = fresh[d.name]
         if "row" in entry:
-            out.rows.append(entry["row"])
+            out.rows.append({**entry["row"], "stale": d.name in stale})
             out.problems.extend(Problem(d.name, n, partial=True) for n in entry.get("notes", []))
         elif str(entry.get("error", "")).startswith("no metrics.json"):
             out.unfinished.append(d.name)
@@ -336,22 +349,33 @@ def write_results(out: Collected) -> None:
     atomic_write(out.csv, flat.to_csv(index=False))
 
 
-def collect(campaign_dir: str | os.PathLike[str], timeline: bool, progress: bool = True):
-    """Collect one campaign directory; the tidy table (problems in `df.attrs["problems"]`)."""
-    res = collect_campaign(campaign_dir, timeline=timeline, progress=progress)
+def collect(campaign_dir: str | os.PathLike[str], timeline: bool, **options: bool):
+    """Collect one campaign directory (`options`: collect_campaign's progress, include_stale);
+    the tidy table, problems in `df.attrs["problems"]`, stale runs in `df.attrs["stale"]`."""
+    res = collect_campaign(campaign_dir, timeline=timeline, **options)
     df = frame_of(res.rows)
     df.attrs["problems"] = [(p.run_id, p.reason) for p in res.problems]
     df.attrs["unfinished"] = list(res.unfinished)
+    df.attrs["stale"] = list(res.stale)
+    df.attrs["stale_included"] = bool(options.get("include_stale"))
     return df
 
 
-def load_results(campaign: str, workdir: str | os.PathLike[str] | None = None):
-    """The table `hpcscale collect` saved for a campaign (name in the workdir, or a directory),
-    with list and dict columns as plain Python lists and dicts."""
+def load_results(campaign: str | os.PathLike[str], workdir: str | os.PathLike[str] | None = None):
+    """The table `hpcscale collect` saved for a campaign, named as the CLI takes it (a name in
+    the workdir, its campaign YAML file, or a directory), with list and dict columns as plain
+    Python lists and dicts."""
     import pandas as pd
 
+    from hpcscale.core.paths import select_campaigns
+
     p = Path(campaign)
-    cdir = p if (p / RESULTS_PARQUET).exists() else campaign_dir(campaign, workdir)
+    if (p / RESULTS_PARQUET).exists():
+        cdir = p
+    elif p.suffix in (".yaml", ".yml") or p.is_file() or p.is_dir():
+        (cdir,) = select_campaigns(str(campaign), workdir)
+    else:
+        cdir = campaign_dir(str(campaign), workdir)
     path = cdir / RESULTS_PARQUET
     if not path.exists():
         raise UsageError(f"{path}: no results yet; run `hpcscale collect {campaign}` first")

@@ -9,7 +9,6 @@ alignment and its error bound). Opens in Perfetto (ui.perfetto.dev) and chrome:/
 from __future__ import annotations
 
 import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,6 +17,7 @@ import numpy as np
 
 from hpcscale.collect.split import Steps, to_timeline_ns
 from hpcscale.collect.timeline import iter_raw_records, read_start_time
+from hpcscale.formats.atomic import _temp_beside as temp_beside
 
 STEPS_PID = 1_000_000_000  # far above any tensor pid Horovod hands out
 
@@ -71,7 +71,8 @@ def step_events(steps: Steps, start_time_us: int) -> list[dict[str, object]]:
 
 
 def write_trace(timeline: Path, steps: Steps | None, out: Path) -> TraceInfo:
-    """Stream the merged trace into `out` (atomically: a temp file renamed at the end).
+    """Stream the merged trace into `out` (atomically: a temp file renamed at the end, with
+    the mode a plain open() gives, so others can read it as the umask allows).
 
     Raises ValueError when steps are given but the timeline has no start time to align them."""
     extra: list[dict[str, object]] = []
@@ -83,8 +84,7 @@ def write_trace(timeline: Path, steps: Steps | None, out: Path) -> TraceInfo:
                 "0.20.1?): the steps cannot be aligned with it"
             )
         extra = step_events(steps, start)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp")
+    fd, tmp = temp_beside(out, None)  # the mode open() would give, not mkstemp's 0600
     stats: dict[str, object] = {}
     records = 0
     try:

@@ -6,18 +6,54 @@ import re
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from hpcscale.core import workloads
 from hpcscale.core.system import System, load_system
 from hpcscale.core.validation import did_you_mean, validate
-from hpcscale.core.vocab import ARGS_PREFIX, AXIS_TERMS, Scaling
-from hpcscale.core.yamlsrc import Source, load_yaml
+from hpcscale.core.vocab import (
+    ARGS_PREFIX,
+    AXIS_TERMS,
+    CROSS_DEVICE_OPS,
+    DEVICES,
+    EXACT_COLUMNS,
+    METRIC_COLUMNS,
+    STRATEGIES,
+    TABLE_RUN_FIELDS,
+    TIMELINE_COLUMNS,
+    Scaling,
+)
+from hpcscale.core.yamlsrc import KeyPath, Source, load_yaml
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
 # Axes a matrix may sweep (defined in vocab); `args.<name>` sweeps any workload argument.
 AXES: dict[str, str] = {name: t.help for name, t in AXIS_TERMS.items()}
 RULES = ("zip", "exclude", "where")
+# The longest wall-time a run may ask for: 365 days, beyond any site's MaxTime (SLURM takes
+# `--time` in minutes; 0 would mean no limit, a negative value a nonsensical one).
+MAX_TIME_LIMIT_MIN = 525_600
+# Smallest (and largest) value of each numeric axis; `choices` of the named ones.
+AXIS_RANGES: dict[str, tuple[float, float | None]] = {
+    "nodes": (1, None),
+    "gpus_per_node": (0, None),
+    "tasks_per_node": (1, None),
+    "threads_per_task": (1, None),
+    "replicas_per_task": (1, None),
+    "batch": (1, None),
+    "batch_per_rank": (1, None),
+    "global_batch": (1, None),
+    "fusion_threshold_mb": (0, None),
+    "cycle_time_ms": (0, None),
+    "epochs": (1, None),
+    "time_limit_min": (1, MAX_TIME_LIMIT_MIN),
+}
+_RANGE_NOTES = {"time_limit_min": "minutes: 1 to 525600, i.e. 365 days; SLURM reads 0 as no limit"}
+AXIS_CHOICES: dict[str, tuple[str, ...]] = {
+    "device": DEVICES,
+    "strategy": STRATEGIES,
+    "cross_device_ops": CROSS_DEVICE_OPS,
+}
 
 
 class Workload(BaseModel):
@@ -43,6 +79,12 @@ class Collect(BaseModel):
     metrics: bool = True
     timeline: bool = False
     mark_cycles: bool = False
+
+    @model_validator(mode="after")
+    def _cycles_need_timeline(self) -> Collect:
+        if self.mark_cycles and not self.timeline:
+            raise ValueError("mark_cycles marks cycles in the timeline: it needs timeline: true")
+        return self
 
 
 class Reference(BaseModel):
@@ -129,4 +171,113 @@ def load_campaign(path: str | Path, system: str | Path | None = None) -> LoadedC
         profile = load_system(
             campaign.system, relative_to=path.parent, where=(str(path), src.line_of(("system",)))
         )
+    decl = workloads.declared(profile.jobs_dir)
+    check_workload(campaign, src, decl)
+    for axis, values in campaign.axes().items():
+        check_axis(axis, values, ("matrix", axis), src, decl)
+    for i, group in enumerate(campaign.matrix.zip):
+        for axis, values in group.items():
+            check_axis(axis, values, ("matrix", "zip", i, axis), src, decl)
+    for i, rule in enumerate(campaign.matrix.exclude):
+        for axis in rule:
+            check_axis(axis, [], ("matrix", "exclude", i, axis), src, decl)
+    check_references(campaign, src)
     return LoadedCampaign(campaign=campaign, system=profile, path=path, source=src)
+
+
+def check_workload(c: Campaign, src: Source, decl: workloads.Declaration) -> None:
+    """The program, model and argument names the job would reject, located."""
+    if problem := workloads.program_problem(c.workload.program, decl):
+        raise src.error(("workload", "program"), problem)
+    if problem := workloads.model_problem(c.workload.model, decl):
+        raise src.error(("workload", "model"), problem)
+    for name in c.workload.args:
+        if problem := workloads.arg_name_problem(name, decl):
+            raise src.error(("workload", "args", name), problem)
+
+
+def check_axis(
+    axis: str, values: Any, key: KeyPath, src: Source, decl: workloads.Declaration
+) -> None:
+    """An axis's name and the type and range of each of its values (a list sweeps). Values an
+    axis shares with others (a batch that must divide, a layout that must fit) are checked per
+    cell by expand."""
+    if axis.startswith(ARGS_PREFIX):
+        if problem := workloads.arg_name_problem(axis.removeprefix(ARGS_PREFIX), decl):
+            raise src.error(key, problem)
+        return
+    if axis not in AXIS_TERMS:
+        raise src.error(key, f"unknown axis {axis!r}{did_you_mean(axis, AXES)}")
+    for i, value in enumerate(values) if isinstance(values, list) else [(None, values)]:
+        if problem := _value_problem(axis, value, decl):
+            raise src.error(key if i is None else (*key, i), f"{axis}: {problem}")
+
+
+def _value_problem(axis: str, value: Any, decl: workloads.Declaration) -> str | None:
+    kind = AXIS_TERMS[axis].type
+    if kind == "bool":
+        return None if isinstance(value, bool) else f"expected true or false, got {value!r}"
+    if kind == "str":
+        if axis == "model":
+            return workloads.model_problem(value, decl)
+        if not isinstance(value, str):
+            return f"expected a name, got {value!r}"
+        choices = AXIS_CHOICES.get(axis)
+        if choices and value not in choices:
+            return f"{value!r} is not one of {', '.join(choices)}{did_you_mean(value, choices)}"
+        return None
+    number = (int,) if kind == "int" else (int, float)
+    if isinstance(value, bool) or not isinstance(value, number):
+        what = "an integer" if kind == "int" else "a number"
+        return f"expected {what}, got {value!r}"
+    low, high = AXIS_RANGES.get(axis, (None, None))
+    note = f" ({_RANGE_NOTES[axis]})" if axis in _RANGE_NOTES else ""
+    if low is not None and value < low:
+        return f"must be at least {low:g}, got {value}{note}"
+    if high is not None and value > high:
+        return f"must be at most {high:g}, got {value}{note}"
+    return None
+
+
+# Run fields a reference's `where` can select on: the report's table has one row per cell, so
+# run_id and repeat are folded away; `gpus` (nodes x GPUs per node) is added.
+REFERENCE_KEYS: tuple[str, ...] = (
+    *(f for f in TABLE_RUN_FIELDS if f not in ("run_id", "repeat")),
+    "gpus",
+)
+
+
+def reference_metrics() -> frozenset[str]:
+    """The metrics a reference can check: what the report derives (speedup, efficiency, ...)
+    and every measured metric, with the `_min`/`_max` of its repeats."""
+    from hpcscale.analysis.derive import DERIVED_METRICS  # pandas: only with references
+
+    measured = (*METRIC_COLUMNS, *TIMELINE_COLUMNS, *EXACT_COLUMNS)
+    spreads = (f"{m}_{s}" for m in measured for s in ("min", "max"))
+    return frozenset((*DERIVED_METRICS, *measured, *spreads))
+
+
+def check_references(c: Campaign, src: Source) -> None:
+    """A reference naming a metric or a `where` key the report does not have would fail every
+    `report --check` after the runs: refuse it now."""
+    if not c.references:
+        return
+    metrics = reference_metrics()
+    for i, ref in enumerate(c.references):
+        if ref.metric not in metrics:
+            raise src.error(
+                ("references", i, "metric"),
+                f"unknown metric {ref.metric!r}{did_you_mean(ref.metric, metrics)}; "
+                f"metrics: {', '.join(sorted(m for m in metrics if not m.endswith(_SPREAD)))} "
+                "(and <metric>_min, <metric>_max)",
+            )
+        for key in ref.where:
+            if key not in REFERENCE_KEYS:
+                raise src.error(
+                    ("references", i, "where", key),
+                    f"unknown where key {key!r}{did_you_mean(key, REFERENCE_KEYS)}; "
+                    f"keys: {', '.join(REFERENCE_KEYS)}",
+                )
+
+
+_SPREAD = ("_min", "_max")

@@ -8,7 +8,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from hpcscale.core.campaign import AXES, LoadedCampaign
+from hpcscale.core import workloads
+from hpcscale.core.campaign import AXES, MAX_TIME_LIMIT_MIN, LoadedCampaign
 from hpcscale.core.run import Run
 from hpcscale.core.scaling import ScalingError, batches, fit_layout
 from hpcscale.core.validation import did_you_mean
@@ -31,6 +32,7 @@ class Plan:
     runs: list[Run] = field(default_factory=list)
     excluded: list[Excluded] = field(default_factory=list)
     axes: dict[str, list[Any]] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)  # located, e.g. a rule that drops nothing
 
 
 def expand(lc: LoadedCampaign) -> Plan:
@@ -51,25 +53,30 @@ def expand(lc: LoadedCampaign) -> Plan:
             swept[axis] = vals
     plan.axes = {**{a: v for a, v in single.items()}, **swept}
     where = _Where(lc) if c.matrix.where else None
+    decl = workloads.declared(lc.system.jobs_dir)
     seen: dict[str, Assignment] = {}
+    hits = [0] * len(c.matrix.exclude)
     for combo in itertools.product(*groups) if groups else [()]:
         assignment: Assignment = {a: v[0] for a, v in single.items()}
         for part in combo:
             assignment.update(part)
         rule = _excluded_by(lc, assignment)
-        if rule:
-            plan.excluded.append(Excluded(assignment, rule))
+        if rule is not None:
+            hits[rule] += 1
+            plan.excluded.append(Excluded(assignment, _rule_text(lc, rule)))
             continue
         try:
-            base = resolve(lc, assignment, tuple(swept))
+            base = resolve(lc, assignment, tuple(swept), decl)
         except ScalingError as exc:
             if where and where.rejects(assignment, partial=True):
                 plan.excluded.append(Excluded(assignment, f"where: {c.matrix.where}"))
                 continue
-            raise src.error(("matrix", exc.axis), f"{exc} (cell {_fmt(assignment)})") from None
+            key = exc.key or _key_of(lc, exc.axis)
+            raise src.error(key, f"{exc} (cell {_fmt(assignment)})") from None
         if where and where.rejects({**assignment, **base.as_record()}):
             plan.excluded.append(Excluded(assignment, f"where: {c.matrix.where}"))
             continue
+        lc.system.partition_for(base)  # a run no partition admits: an error at the profile
         for r in range(c.repeats):
             run = base if r == base.repeat else base.model_copy(update={"repeat": r})
             rid = run.run_id
@@ -81,14 +88,25 @@ def expand(lc: LoadedCampaign) -> Plan:
                 )
             seen[rid] = assignment
             plan.runs.append(run)
+    plan.warnings = _rule_warnings(lc, hits, bool(plan.runs))
     return plan
 
 
-def resolve(lc: LoadedCampaign, a: Assignment, swept: tuple[str, ...] = ()) -> Run:
-    """One assignment of axis values -> a fully resolved Run (raises ScalingError)."""
+def resolve(
+    lc: LoadedCampaign,
+    a: Assignment,
+    swept: tuple[str, ...] = (),
+    decl: workloads.Declaration = None,
+) -> Run:
+    """One assignment of axis values -> a fully resolved Run (raises ScalingError); `decl`
+    checks its workload arguments (workloads.declared)."""
     c, s = lc.campaign, lc.system
     device = a.get("device", "gpu" if s.gpus_per_node else "cpu")
     gpus = int(a.get("gpus_per_node", s.gpus_per_node if device == "gpu" else 0))
+    if device == "cpu" and gpus:
+        raise ScalingError(
+            "gpus_per_node", f"device: cpu runs use no GPU, but gpus_per_node is {gpus}"
+        )
     if device == "gpu" and gpus < 1:
         raise ScalingError("device", f"system {s.name!r} has no GPUs (gpus_per_node: 0)")
     if device == "gpu" and gpus > max(s.gpus_per_node, 0):
@@ -97,11 +115,12 @@ def resolve(lc: LoadedCampaign, a: Assignment, swept: tuple[str, ...] = ()) -> R
         )
     strategy = a.get("strategy", "horovod")
     nodes = a.get("nodes", 1)
-    if not isinstance(nodes, int) or nodes < 1:
+    if isinstance(nodes, bool) or not isinstance(nodes, int) or nodes < 1:
         raise ScalingError("nodes", f"nodes must be a positive integer, got {nodes!r}")
     if nodes > s.max_nodes:
         raise ScalingError("nodes", f"system {s.name!r} has at most {s.max_nodes} nodes")
     if strategy == "mirrored":
+        _mirrored_problem(lc, a, device, nodes)
         layout = fit_layout(
             s.cores_per_node,
             device=device,
@@ -121,6 +140,10 @@ def resolve(lc: LoadedCampaign, a: Assignment, swept: tuple[str, ...] = ()) -> R
             gpus_per_node=gpus,
         )
         replicas_per_task = 1
+        if "replicas_per_task" in a:
+            raise ScalingError(
+                "replicas_per_task", "replicas_per_task applies to strategy: mirrored on CPU"
+            )
         if "cross_device_ops" in a:
             raise ScalingError("cross_device_ops", "cross_device_ops applies to strategy: mirrored")
     if device == "gpu" and strategy == "horovod" and layout.tasks_per_node > gpus:
@@ -144,11 +167,21 @@ def resolve(lc: LoadedCampaign, a: Assignment, swept: tuple[str, ...] = ()) -> R
     launcher = s.mpi[mpi].launcher or s.launcher
     args = dict(c.workload.args)
     args.update({k.removeprefix("args."): v for k, v in a.items() if k.startswith("args.")})
+    model = a.get("model", c.workload.model)
+    if broken := workloads.args_problem(model, args, decl):
+        raise ScalingError(ARGS_PREFIX + broken[0], broken[1])
+    time_limit = a.get("time_limit_min", s.time_limit_min)
+    if "time_limit_min" not in a and time_limit > MAX_TIME_LIMIT_MIN:
+        raise ScalingError(
+            "time_limit_min",
+            f"system {s.name!r} has time_limit_min {time_limit}, more than {MAX_TIME_LIMIT_MIN} "
+            "(365 days); set a smaller matrix axis time_limit_min",
+        )
     fields = {
         "campaign": c.name,
         "system": s.name,
         "program": c.workload.program,
-        "model": a.get("model", c.workload.model),
+        "model": model,
         "scaling": c.scaling,
         "device": device,
         "nodes": nodes,
@@ -170,7 +203,7 @@ def resolve(lc: LoadedCampaign, a: Assignment, swept: tuple[str, ...] = ()) -> R
         "epochs": a.get("epochs", c.workload.epochs),
         "timeline": c.collect.timeline,
         "mark_cycles": c.collect.mark_cycles,
-        "time_limit_min": a.get("time_limit_min", s.time_limit_min),
+        "time_limit_min": time_limit,
         "args": args,
         "swept": tuple(swept),
     }
@@ -180,6 +213,45 @@ def resolve(lc: LoadedCampaign, a: Assignment, swept: tuple[str, ...] = ()) -> R
         err = exc.errors(include_url=False)[0]
         name = str(err["loc"][0]) if err["loc"] else "matrix"
         raise ScalingError(name if name in AXES else "matrix", f"{name}: {err['msg']}") from None
+
+
+def _mirrored_problem(lc: LoadedCampaign, a: Assignment, device: str, nodes: int) -> None:
+    """What jobs/train.py refuses under --strategy mirrored (one process on one node)."""
+    if nodes > 1:
+        raise ScalingError("nodes", "strategy: mirrored runs one process on one node (nodes: 1)")
+    if lc.campaign.collect.timeline:
+        raise ScalingError(
+            "strategy",
+            "strategy: mirrored records no Horovod timeline; set collect.timeline: false",
+            key=("collect", "timeline"),
+        )
+    if a.get("fp16_allreduce"):
+        raise ScalingError("fp16_allreduce", "fp16_allreduce is Horovod's: strategy: horovod")
+    if device == "gpu" and "replicas_per_task" in a:
+        raise ScalingError(
+            "replicas_per_task",
+            "on GPUs a mirrored run drives gpus_per_node devices; replicas_per_task is for CPU",
+        )
+    ops = a.get("cross_device_ops")
+    if device == "cpu" and ops in ("nccl", "hierarchical_copy"):
+        raise ScalingError("cross_device_ops", f"cross_device_ops {ops} needs device: gpu")
+
+
+def _key_of(lc: LoadedCampaign, axis: str) -> KeyPath:
+    """Where the campaign sets `axis`: the matrix, a zip group, else its workload default."""
+    c = lc.campaign
+    if axis in c.axes():
+        return ("matrix", axis)
+    for i, group in enumerate(c.matrix.zip):
+        if axis in group:
+            return ("matrix", "zip", i, axis)
+    if axis.startswith(ARGS_PREFIX):
+        return ("workload", "args", axis.removeprefix(ARGS_PREFIX))
+    if axis in ("model", "epochs"):
+        return ("workload", axis)
+    if axis == "time_limit_min":
+        return ("system",)
+    return ("matrix",) if axis == "matrix" else ("matrix", axis)
 
 
 def _zip_group(lc: LoadedCampaign, i: int, group: dict[str, list[Any]]) -> list[Assignment]:
@@ -197,13 +269,36 @@ def _check_axis(lc: LoadedCampaign, axis: str, key: KeyPath) -> None:
         raise lc.source.error(key, f"unknown axis {axis!r}{did_you_mean(axis, AXES)}")
 
 
-def _excluded_by(lc: LoadedCampaign, a: Assignment) -> str | None:
+def _excluded_by(lc: LoadedCampaign, a: Assignment) -> int | None:
+    """The index of the first exclude rule matching this assignment."""
     for i, rule in enumerate(lc.campaign.matrix.exclude):
         for axis in rule:
             _check_axis(lc, axis, ("matrix", "exclude", i, axis))
         if all(_matches(a.get(k, _MISSING), v) for k, v in rule.items()):
-            return f"exclude[{i}]: {_fmt(rule)}"
+            return i
     return None
+
+
+def _rule_text(lc: LoadedCampaign, i: int) -> str:
+    return f"exclude[{i}]: {_fmt(lc.campaign.matrix.exclude[i])}"
+
+
+def _rule_warnings(lc: LoadedCampaign, hits: list[int], kept: bool) -> list[str]:
+    """Rules that shape nothing: an exclude matching no cell (a typo'd value?), a where
+    keeping no run."""
+    src, out = lc.source, []
+    for i, n in enumerate(hits):
+        if not n:
+            key = ("matrix", "exclude", i)
+            msg = (
+                f"{_rule_text(lc, i)} excludes nothing: no cell has these values "
+                "(or an earlier rule excluded them)"
+            )
+            out.append(str(src.error(key, msg)))
+    if lc.campaign.matrix.where and not kept:
+        msg = f"where: {lc.campaign.matrix.where!r} keeps no run"
+        out.append(str(src.error(("matrix", "where"), msg)))
+    return out
 
 
 _MISSING = object()

@@ -9,6 +9,7 @@ import os
 import shutil
 import sys
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from multiprocessing.connection import Connection
@@ -27,8 +28,10 @@ from hpcscale.core.system import System
 from hpcscale.core.templates import environment, template_problem
 from hpcscale.errors import UsageError
 from hpcscale.formats.atomic import atomic_write
-from hpcscale.formats.run_record import encode_run_record
+from hpcscale.formats.run_record import VERSIONS_DIR, campaign_version_of, encode_run_record
 from hpcscale.launchers import launch_argv, needs_hostfile
+
+Progress = Callable[[int, int], None]  # (runs done, runs in all)
 
 
 def _template(system: System) -> jinja2.Template:
@@ -78,8 +81,7 @@ class Rendered:
 
 
 def render_run(run: Run, system: System, run_dir: Path, rid: str | None = None) -> Rendered:
-    flavour = system.flavour(run.mpi)
-    env: dict[str, object] = {**system.env, **flavour.env, **horovod_env(run)}
+    env: dict[str, object] = {**system.env_for(run), **horovod_env(run)}
     dir_text = os.fspath(run_dir)  # templates get the directory as text
     program_text = join(program_argv(run, system, dir_text))
     # the program goes in already quoted, as one Shell word: its words are quoted once, not twice
@@ -97,7 +99,8 @@ def render_run(run: Run, system: System, run_dir: Path, rid: str | None = None) 
         "job_name": job_name(run.campaign, rid),
         "run_dir": dir_text,
         "time": slurm_time(run.time_limit_min),
-        "modules": [*system.modules, *flavour.modules],
+        "partition": system.partition_for(run),
+        "modules": system.modules_for(run),
         "env": env,
         "launch": launch_text,
         "program": program_text,
@@ -126,22 +129,26 @@ def _render_template(template: jinja2.Template, context: dict[str, Any]) -> str:
         raise
 
 
-def _files(r: Rendered) -> tuple[tuple[str, bytes, int], ...]:
-    record = encode_run_record(r.run.as_record(r.run_dir.name))
+def _files(r: Rendered, version: str | None = None) -> tuple[tuple[str, bytes, int], ...]:
+    """The run's files; run.json names the campaign file `version` that rendered it."""
+    rec = r.run.as_record(r.run_dir.name)
+    if version is not None:
+        rec["campaign_version"] = version
+    record = encode_run_record(rec)
     return (("job.sbatch", r.script.encode(), 0o755), ("run.json", record, 0o644))
 
 
-def write_run(r: Rendered) -> None:
+def write_run(r: Rendered, version: str | None = None) -> None:
     """job.sbatch and run.json, each written atomically; an identical file is left untouched."""
     r.run_dir.mkdir(parents=True, exist_ok=True)
-    for name, data, mode in _files(r):
+    for name, data, mode in _files(r, version):
         path = r.run_dir / name
         if path.exists() and path.read_bytes() == data:
             continue
         atomic_write(path, data, mode)
 
 
-def _write_into(rendered: list[Rendered], stage: Path) -> None:
+def _write_into(rendered: list[Rendered], stage: Path, version: str | None) -> None:
     """Fresh files into a staging directory nobody else sees: no temp files, no renames."""
     base = os.open(stage, os.O_RDONLY | os.O_DIRECTORY)
     try:
@@ -150,7 +157,7 @@ def _write_into(rendered: list[Rendered], stage: Path) -> None:
             os.mkdir(name, dir_fd=base)
             d = os.open(name, os.O_RDONLY | os.O_DIRECTORY, dir_fd=base)
             try:
-                for file, data, mode in _files(r):
+                for file, data, mode in _files(r, version):
                     fd = os.open(file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode, dir_fd=d)
                     try:
                         view = memoryview(data)
@@ -165,14 +172,21 @@ def _write_into(rendered: list[Rendered], stage: Path) -> None:
 
 
 def _render_slice(
-    runs: list[Run], system: System, runs_dir: Path, stage: Path | None
+    runs: list[Run],
+    system: System,
+    runs_dir: Path,
+    stage: Path | None,
+    version: str | None = None,
+    tick: Callable[[int], None] | None = None,
 ) -> list[Rendered]:
     rendered = []
     for run in runs:
         rid = run.run_id  # hashed once per run here
         rendered.append(render_run(run, system, runs_dir / rid, rid))
+        if tick is not None and len(rendered) % PROGRESS_EVERY == 0:
+            tick(len(rendered))
     if stage is not None:  # only once every run of the slice rendered: an error writes nothing
-        _write_into(rendered, stage)
+        _write_into(rendered, stage, version)
     return rendered
 
 
@@ -197,16 +211,22 @@ def render_workers(n_runs: int, requested: int | None = None) -> int:
 
 
 PARALLEL_MIN_RUNS = 1000  # below this, forking costs about what it saves
+PROGRESS_EVERY = 500  # runs between two calls of render_all's `progress`
 MAX_WORKERS = 8
 _RESULTS = msgspec.msgpack.Encoder(enc_hook=str)  # Shell text crosses the pipe as plain str
 
 
 def _worker(
-    conn: Connection, runs: list[Run], system: System, runs_dir: Path, stage: Path | None
+    conn: Connection,
+    runs: list[Run],
+    system: System,
+    runs_dir: Path,
+    stage: Path | None,
+    version: str | None = None,
 ) -> None:
     """Runs in a forked child: everything it needs was inherited, only results are sent."""
     try:
-        rendered = _render_slice(runs, system, runs_dir, stage)
+        rendered = _render_slice(runs, system, runs_dir, stage, version)
         out = [(r.script, r.program, r.launch, r.env) for r in rendered]
         conn.send_bytes(_RESULTS.encode(("ok", out)))
     except UsageError as exc:
@@ -218,9 +238,16 @@ def _worker(
 
 
 def _render_parallel(
-    runs: list[Run], system: System, runs_dir: Path, stage: Path | None, workers: int
+    runs: list[Run],
+    system: System,
+    runs_dir: Path,
+    stage: Path | None,
+    workers: int,
+    version: str | None = None,
+    progress: Progress | None = None,
 ) -> list[Rendered]:
-    """The first slice renders here while forked children render the others."""
+    """The first slice renders here while forked children render the others (`progress`
+    counts this slice's runs as they render, a child's when its results arrive)."""
     ctx = mp.get_context("fork")
     bounds = [len(runs) * k // workers for k in range(workers + 1)]
     slices = [runs[bounds[k] : bounds[k + 1]] for k in range(workers)]
@@ -231,11 +258,13 @@ def _render_parallel(
     try:
         for part in slices[1:]:
             recv, send = ctx.Pipe(duplex=False)
-            p = ctx.Process(target=_worker, args=(send, part, system, runs_dir, stage), daemon=True)
+            args = (send, part, system, runs_dir, stage, version)
+            p = ctx.Process(target=_worker, args=args, daemon=True)
             p.start()
             send.close()
             procs.append((p, recv))
-        rendered = _render_slice(slices[0], system, runs_dir, stage)
+        tick = None if progress is None else (lambda done: progress(done, len(runs)))
+        rendered = _render_slice(slices[0], system, runs_dir, stage, version, tick)
         for k, ((p, recv), part) in enumerate(zip(procs, slices[1:], strict=True), start=2):
             try:
                 status, payload = msgspec.msgpack.decode(recv.recv_bytes())
@@ -253,6 +282,8 @@ def _render_parallel(
                 rendered.append(
                     Rendered(run, runs_dir / rid, script, Shell(program), Shell(launch), env)
                 )
+            if progress is not None:
+                progress(len(rendered), len(runs))
     finally:
         for p, recv in procs:
             recv.close()
@@ -269,16 +300,22 @@ def render_all(
     campaign_yaml: str,
     *,
     workers: int | None = None,
+    progress: Progress | None = None,
 ) -> list[Rendered]:
     """Render every run, then make its files appear: a campaign's first render goes into a
     staging directory renamed into place (all runs or none), a re-render merges run by run.
-    Big campaigns render in forked workers (`workers`, `HPCSCALE_RENDER_WORKERS`)."""
+    Big campaigns render in forked workers (`workers`, `HPCSCALE_RENDER_WORKERS`).
+    `progress(done, total)` is called in this process about every PROGRESS_EVERY runs.
+
+    The campaign file is kept as campaign.yaml (the latest) and versions/<id>.yaml (every
+    version, never overwritten); each run.json names the version that rendered it."""
     if not runs:
         return []
     cdir = campaign_dir(runs[0].campaign, workdir)
     runs_dir = cdir / "runs"
     stage = None if runs_dir.exists() else runs_dir.with_name(f".runs.staging-{os.getpid()}")
     n = render_workers(len(runs), workers)
+    version = campaign_version_of(campaign_yaml)
     # directories a failed first render must not leave behind (empty, but still a campaign)
     made = [d for d in (cdir.parent, cdir) if not d.exists()]
     with gc_paused():
@@ -287,9 +324,13 @@ def render_all(
                 shutil.rmtree(stage, ignore_errors=True)
                 stage.mkdir(parents=True)
             if n > 1:
-                rendered = _render_parallel(runs, system, runs_dir, stage, n)
+                rendered = _render_parallel(runs, system, runs_dir, stage, n, version, progress)
             else:
-                rendered = _render_slice(runs, system, runs_dir, stage)
+                tick = None if progress is None else (lambda done: progress(done, len(runs)))
+                rendered = _render_slice(runs, system, runs_dir, stage, version, tick)
+            if progress is not None:
+                progress(len(runs), len(runs))
+            keep_version(cdir, version, campaign_yaml)
             atomic_write(cdir / "campaign.yaml", campaign_yaml, 0o644)
             if stage is not None:
                 try:
@@ -309,5 +350,25 @@ def render_all(
             if stage is not None:
                 shutil.rmtree(stage, ignore_errors=True)
         for r in rendered:
-            write_run(r)
+            write_run(r, version)
     return rendered
+
+
+def keep_version(cdir: Path, version: str, text: str) -> None:
+    """versions/<version>.yaml, written once: complete (a temp file, then a hard link, which
+    fails rather than replace) and never overwritten, so the runs naming it keep their file."""
+    path = cdir / VERSIONS_DIR / f"{version}.yaml"
+    if path.exists():
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        try:
+            os.link(tmp, path)
+        except FileExistsError:  # another render kept the same text meanwhile
+            pass
+        except OSError:  # no hard links here: same name, same text, so a rename is as good
+            os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)

@@ -15,11 +15,13 @@ from hpcscale.core.run import Scaling
 
 
 class ScalingError(ValueError):
-    """An assignment that cannot be turned into a run; `axis` names the culprit."""
+    """An assignment that cannot be turned into a run; `axis` names the culprit (a matrix axis,
+    `args.<name>`), or `key` the campaign key to blame when it is not an axis."""
 
-    def __init__(self, axis: str, message: str) -> None:
+    def __init__(self, axis: str, message: str, key: tuple[str | int, ...] | None = None) -> None:
         super().__init__(message)
         self.axis = axis
+        self.key = key
 
 
 _LAYOUT = re.compile(r"\s*(\d+)\s*[xX×*]\s*(\d+)\s*")
@@ -50,18 +52,27 @@ def fit_layout(
     gpus_per_node: int = 0,
 ) -> Layout:
     """Ranks per node and threads per rank; they must fit the node's cores."""
+    culprit = "layout"
     if layout is not None:
         if tasks_per_node is not None or threads_per_task is not None:
             raise ScalingError("layout", "give either layout or tasks_per_node/threads_per_task")
         lay = parse_layout(layout)
     else:
-        tasks = tasks_per_node or (gpus_per_node if device == "gpu" and gpus_per_node else 1)
-        threads = threads_per_task or max(1, cores_per_node // tasks)
+        for name, given in (
+            ("tasks_per_node", tasks_per_node),
+            ("threads_per_task", threads_per_task),
+        ):
+            if given is not None and (isinstance(given, bool) or given < 1):
+                raise ScalingError(name, f"{name} must be a positive integer, got {given!r}")
+        default_tasks = gpus_per_node if device == "gpu" and gpus_per_node else 1
+        tasks = default_tasks if tasks_per_node is None else tasks_per_node
+        threads = max(1, cores_per_node // tasks) if threads_per_task is None else threads_per_task
         lay = Layout(tasks, threads)
+        culprit = "threads_per_task" if threads_per_task is not None else "tasks_per_node"
     used = lay.tasks_per_node * lay.threads_per_task
     if used > cores_per_node:
         raise ScalingError(
-            "layout",
+            culprit,
             f"{lay.tasks_per_node} ranks x {lay.threads_per_task} threads = {used} cores "
             f"does not fit a {cores_per_node}-core node",
         )

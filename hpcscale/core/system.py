@@ -1,7 +1,8 @@
 """System profiles: what differs between clusters (and between a cluster and this laptop).
 
 A profile is a YAML file users copy and edit. Scheduler (how to queue) and launcher (how to start
-ranks) are independent choices, as in ReFrame.
+ranks) are independent choices, as in ReFrame. As on real sites, the partition depends on the
+run (its device and node count) and so do modules and environment (no CUDA for CPU runs).
 """
 
 from __future__ import annotations
@@ -9,15 +10,19 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 from hpcscale.core.shell import ENV_NAME, SBATCH_SAFE
 from hpcscale.core.templates import template_problem
 from hpcscale.core.validation import did_you_mean, validate
-from hpcscale.core.yamlsrc import load_yaml
+from hpcscale.core.vocab import Device
+from hpcscale.core.yamlsrc import Source, load_yaml
 from hpcscale.errors import InputError
+
+if TYPE_CHECKING:
+    from hpcscale.core.run import Run
 
 SHIPPED_DIR = Path(__file__).resolve().parents[1] / "systems"
 
@@ -35,12 +40,69 @@ def _known_launcher(name: str | None) -> str | None:
     return name
 
 
+Env = dict[str, str | int | float]
+
+
+class DeviceSettings(BaseModel):
+    """Modules and environment for runs on one device only (`gpu: {modules: [cuda]}`): a CPU
+    run must not load CUDA or set MV2_USE_CUDA, and some nodes do not even have the library."""
+
+    model_config = ConfigDict(extra="forbid")
+    modules: list[str] = Field(default_factory=list)
+    env: Env = Field(default_factory=dict)
+
+    @field_validator("env")
+    @classmethod
+    def _env_names(cls, env: Env) -> Env:
+        return _check_env(env)
+
+
+class PartitionRule(BaseModel):
+    """One entry of `partitions:`: the partition for runs of `device` (any if unset) on
+    `min_nodes`..`max_nodes` nodes. Rules are tried in order; the first that admits a run wins."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: str
+    device: Device | None = None
+    min_nodes: int = Field(default=1, gt=0)
+    max_nodes: int | None = Field(default=None, gt=0)
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        return _sbatch_safe(v)
+
+    @model_validator(mode="after")
+    def _range(self) -> PartitionRule:
+        if self.max_nodes is not None and self.max_nodes < self.min_nodes:
+            raise ValueError(
+                f"min_nodes {self.min_nodes} is above max_nodes {self.max_nodes}: "
+                "the rule admits no run"
+            )
+        return self
+
+    def admits(self, device: str, nodes: int) -> bool:
+        return (
+            (self.device is None or self.device == device)
+            and nodes >= self.min_nodes
+            and (self.max_nodes is None or nodes <= self.max_nodes)
+        )
+
+    def describe(self) -> str:
+        lo, hi = self.min_nodes, self.max_nodes
+        span = f"{lo}+" if hi is None else str(lo) if lo == hi else f"{lo}-{hi}"
+        return f"{self.name} ({self.device or 'any device'}, {span} nodes)"
+
+
 class Flavour(BaseModel):
-    """One MPI flavour on a system: what to load and export to use it."""
+    """One MPI flavour on a system: what to load and export to use it (`cpu:` / `gpu:` add
+    what only runs on that device need, e.g. MVAPICH2-GDR's CUDA settings)."""
 
     model_config = ConfigDict(extra="forbid")
     modules: list[str] = Field(default_factory=list)
     env: dict[str, str | int | float] = Field(default_factory=dict)
+    cpu: DeviceSettings = Field(default_factory=DeviceSettings)
+    gpu: DeviceSettings = Field(default_factory=DeviceSettings)
     launcher: str | None = Field(default=None, description="overrides the system launcher")
     launcher_args: list[str] | None = Field(
         default=None, description="overrides the system's launcher_args (they suit its launcher)"
@@ -73,13 +135,20 @@ class System(BaseModel):
     cores_per_node: int = Field(gt=0)
     gpus_per_node: int = Field(default=0, ge=0)
     max_nodes: int = Field(default=1024, gt=0)
-    partition: str | None = None
+    partition: str | None = Field(
+        default=None, description="the partition of runs no `partitions` rule admits"
+    )
+    partitions: list[PartitionRule] = Field(
+        default_factory=list, description="per device and node count, first match wins"
+    )
     account: str | None = None
     qos: str | None = None
     python: str = Field(default="python3", description="'auto' = the interpreter running hpcscale")
     jobs_dir: str | None = Field(default=None, description="where jobs/ lives on the cluster")
     modules: list[str] = Field(default_factory=list)
     env: dict[str, str | int | float] = Field(default_factory=dict)
+    cpu: DeviceSettings = Field(default_factory=DeviceSettings, description="CPU runs only")
+    gpu: DeviceSettings = Field(default_factory=DeviceSettings, description="GPU runs only")
     mpi_default: str = "openmpi"
     mpi: dict[str, Flavour] = Field(default_factory=lambda: {"openmpi": Flavour()})
     srun_mpi: str = Field(default="pmix", description="value of srun --mpi=")
@@ -87,13 +156,12 @@ class System(BaseModel):
     launcher_args: list[str] = Field(default_factory=list)
     sbatch_options: list[str] = Field(default_factory=list, description="extra #SBATCH lines")
     time_limit_min: int = Field(default=60, gt=0)
+    _source: Source | None = PrivateAttr(default=None)  # the profile file, for located errors
 
     @field_validator("partition", "account", "qos")
     @classmethod
     def _sbatch_safe(cls, v: str | None) -> str | None:
-        if v is not None and not SBATCH_SAFE.match(v):
-            raise ValueError(f"{v!r} must contain only letters, digits and _.:,@%+=/-")
-        return v
+        return None if v is None else _sbatch_safe(v)
 
     @field_validator("sbatch_options")
     @classmethod
@@ -117,6 +185,37 @@ class System(BaseModel):
     def flavour(self, name: str) -> Flavour:
         return self.mpi[name]
 
+    def partition_for(self, run: Run) -> str | None:
+        """The partition `run` is queued in: the first `partitions` rule admitting its device
+        and node count, else `partition` (None: the cluster's default). With rules and no
+        fallback, a run no rule admits is an error located at the profile's `partitions`."""
+        for rule in self.partitions:
+            if rule.admits(run.device, run.nodes):
+                return rule.name
+        if self.partition is not None or not self.partitions:
+            return self.partition
+        rules = "; ".join(r.describe() for r in self.partitions)
+        message = (
+            f"no partition admits a {run.nodes}-node {run.device} run (campaign {run.campaign}); "
+            f"rules: {rules}; add a rule or a fallback `partition:`"
+        )
+        if self._source is None:
+            raise InputError(f"<system {self.name}>", None, "partitions", message)
+        raise self._source.error(("partitions",), message)
+
+    def modules_for(self, run: Run) -> list[str]:
+        """Modules to load, in order: the system's, its device's, the flavour's, the flavour's
+        device's (so CUDA loads before an MPI built on it)."""
+        flavour = self.mpi[run.mpi]
+        own, theirs = _on(self, run.device), _on(flavour, run.device)
+        return [*self.modules, *own.modules, *flavour.modules, *theirs.modules]
+
+    def env_for(self, run: Run) -> dict[str, str | int | float]:
+        """Environment of `run`, merged in the order of modules_for (later keys win)."""
+        flavour = self.mpi[run.mpi]
+        own, theirs = _on(self, run.device), _on(flavour, run.device)
+        return {**self.env, **own.env, **flavour.env, **theirs.env}
+
     @property
     def allocates_nodes(self) -> bool:
         """Jobs run inside a scheduler allocation whose hosts the job script must read; the
@@ -127,6 +226,17 @@ class System(BaseModel):
         """Where the job template is looked up: the profile's own directory first."""
         own = [Path(self.templates)] if self.templates else []
         return [*own, REPO_TEMPLATES]
+
+
+def _on(holder: System | Flavour, device: str) -> DeviceSettings:
+    settings: DeviceSettings = holder.gpu if device == "gpu" else holder.cpu
+    return settings
+
+
+def _sbatch_safe(v: str) -> str:
+    if not SBATCH_SAFE.match(v):
+        raise ValueError(f"{v!r} must contain only letters, digits and _.:,@%+=/-")
+    return v
 
 
 def _check_env(env: dict[str, str | int | float]) -> dict[str, str | int | float]:
@@ -176,6 +286,7 @@ def load_system(
     if isinstance(data.get("templates"), str):  # relative to the profile, wherever it is used
         data["templates"] = str((path.parent / data["templates"]).absolute())
     system = validate(System, data, src)
+    system._source = src
     if system.mpi_default not in system.mpi:
         raise src.error(
             ("mpi_default",), f"{system.mpi_default!r} is not one of mpi: {', '.join(system.mpi)}"

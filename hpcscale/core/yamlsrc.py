@@ -15,6 +15,7 @@ import yaml
 from hpcscale.errors import InputError
 
 MAX_NODES = 200_000
+MAX_DEPTH = 100  # nesting levels; a campaign needs about 5, and deeper exhausts Python's stack
 _PLAIN_TAGS = {"tag:yaml.org,2002:map", "tag:yaml.org,2002:seq"}
 KeyPath = tuple[str | int, ...]
 
@@ -58,6 +59,8 @@ def load_yaml(path: str | Path, text: str | None = None) -> Source:
     loader = yaml.SafeLoader(text)
     try:
         node = loader.get_single_node()
+    except RecursionError:
+        raise _too_deep(name, _deep_line(text), None) from None
     except yaml.MarkedYAMLError as exc:
         line = exc.problem_mark.line + 1 if exc.problem_mark else None
         raise InputError(name, line, None, f"invalid YAML: {exc.problem}") from None
@@ -73,9 +76,34 @@ def load_yaml(path: str | Path, text: str | None = None) -> Source:
     return src
 
 
+def _too_deep(file: str, line: int | None, key: KeyPath | None) -> InputError:
+    return InputError(
+        file, line, format_key(key) if key else None, f"nested more than {MAX_DEPTH} levels deep"
+    )
+
+
+def _deep_line(text: str) -> int | None:
+    """The line where nesting passes MAX_DEPTH, found by the parser's events (iterative, where
+    composing the document recursed too deep for Python)."""
+    depth = 0
+    try:
+        for event in yaml.parse(text, Loader=yaml.SafeLoader):
+            if isinstance(event, yaml.CollectionStartEvent):
+                depth += 1
+                if depth > MAX_DEPTH:
+                    return event.start_mark.line + 1
+            elif isinstance(event, yaml.CollectionEndEvent):
+                depth -= 1
+    except yaml.YAMLError:
+        return None
+    return None
+
+
 def _build(
     node: yaml.Node, key: KeyPath, src: Source, loader: yaml.SafeLoader, budget: list[int]
 ) -> Any:
+    if len(key) >= MAX_DEPTH:
+        raise _too_deep(src.path, node.start_mark.line + 1, key[:1])
     budget[0] -= 1
     if budget[0] < 0:
         raise InputError(

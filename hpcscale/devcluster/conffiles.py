@@ -51,7 +51,8 @@ JobRequeue=0
 SlurmdTimeout=$slurmd_timeout_s
 InactiveLimit=0
 KillWait=5
-MaxArraySize=10001
+# SLURM's default (what users of a stock cluster meet): array indices 0..1000.
+MaxArraySize=$max_array_size
 MaxJobCount=20000
 MailProg=/bin/true
 SlurmctldDebug=info

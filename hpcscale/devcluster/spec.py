@@ -51,6 +51,7 @@ class ClusterSpec:
     cluster_name: str = "hpcscale"
     partition: str = "debug"
     slurmd_timeout_s: int = 30
+    max_array_size: int = 1001  # SLURM's default, so tests meet the arrays users meet
     db_password: str = field(default_factory=lambda: secrets.token_hex(12), repr=False)
     hostname: str = field(default_factory=lambda: socket.gethostname().split(".")[0])
 
@@ -61,6 +62,8 @@ class ClusterSpec:
             raise UsageError("cpus per node and memory must be positive")
         if not 1024 <= self.port_base <= 65535 - 100:
             raise UsageError(f"port base {self.port_base} must be between 1024 and 65435")
+        if not 0 <= self.max_array_size <= 4000001:  # slurm.conf's bounds
+            raise UsageError(f"MaxArraySize must be 0..4000001, got {self.max_array_size}")
         if not self.cluster_name.isalnum() or not self.cluster_name.islower():
             raise UsageError(f"cluster name must be lower-case letters/digits: {self.cluster_name}")
 

@@ -5,11 +5,14 @@ Written by hpcscale/core/render.py (`encode_run_record`); read by the collector,
 provenance and `--where` selections (`load_run_record`). Files rendered before `schema_version`
 was written count as version 1, and so do files that name `program` by its first name,
 `workload`. Keys this version does not know are ignored (a change of meaning bumps the version);
-a file without a run_id is not a run record at all.
+a file without a run_id is not a run record at all. `campaign_version` names the version of
+the campaign file that last rendered the run (`versions/<campaign_version>.yaml` in the campaign
+directory); it is not part of the run, so not of its id.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -22,6 +25,13 @@ from hpcscale.errors import InputError
 from hpcscale.formats._messages import key_of
 
 SCHEMA_VERSION = 1
+VERSIONS_DIR = "versions"  # in the campaign directory: every version of the campaign file
+
+
+def campaign_version_of(text: str | bytes) -> str:
+    """A campaign file version's id: the first 12 hex digits of its sha256."""
+    data = text.encode("utf-8") if isinstance(text, str) else text
+    return hashlib.sha256(data).hexdigest()[:12]
 
 
 class RunRecord(msgspec.Struct, kw_only=True):
@@ -62,6 +72,7 @@ class RunRecord(msgspec.Struct, kw_only=True):
     ranks: int
     replicas: int
     workload: str | None = None  # `program` in files rendered before it was renamed
+    campaign_version: str | None = None  # None: rendered before versions were kept
 
     def __post_init__(self) -> None:
         if self.workload is not None:

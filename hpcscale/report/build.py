@@ -7,14 +7,17 @@ failure part-way leaves the previous report intact rather than half of a new one
 from __future__ import annotations
 
 import datetime as dt
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 import pandas as pd
 
 from hpcscale.errors import HpcscaleError, UsageError
 from hpcscale.formats.atomic import atomic_write
+from hpcscale.formats.run_record import VERSIONS_DIR
 from hpcscale.report import html, markdown, provenance
 from hpcscale.report.data import CampaignSource, campaign_source, collected_runs
 from hpcscale.report.export import ParquetUnavailable, csv_bytes, parquet_bytes
@@ -50,10 +53,13 @@ def build(
     out_dir: Path,
     formats: Sequence[str] = DEFAULT_FORMATS,
     sources: Mapping[Path, CampaignSource] | None = None,
-    load: Callable[[CampaignSource], pd.DataFrame] = collected_runs,
+    load: Callable[[CampaignSource], pd.DataFrame] | None = None,
+    include_stale: bool = False,
 ) -> BuildResult:
     """`sources` overrides the campaign file read from a directory (a YAML the user named);
-    `load` gives a campaign's run table (default: the collector, collecting new runs first)."""
+    `load` gives a campaign's run table (default: the collector, collecting new runs first,
+    runs no longer in the campaign's matrix left out unless `include_stale`)."""
+    load = load or partial(collected_runs, include_stale=include_stale)
     unknown = sorted(set(formats) - set(FORMATS))
     if unknown:
         raise UsageError(f"unknown report format(s) {', '.join(unknown)}; use {', '.join(FORMATS)}")
@@ -65,9 +71,16 @@ def build(
         if runs is None or runs.empty:
             empty.append(src.name)
             continue
+        stale = runs.attrs.get("stale") or []
         rep = campaign_report(
-            runs, src.name, src.description, src.references, provenance_section(src)
+            runs,
+            src.name,
+            src.description,
+            src.references,
+            provenance_section(src, set() if runs.attrs.get("stale_included") else set(stale)),
         )
+        if stale:
+            rep.notes.append(stale_note(stale, bool(runs.attrs.get("stale_included"))))
         unfinished = runs.attrs.get("unfinished") or []
         if unfinished:
             rep.notes.append(f"{len(unfinished)} run(s) not finished yet: {', '.join(unfinished)}")
@@ -138,8 +151,20 @@ def data_frames(rep: CampaignReport) -> dict[str, pd.DataFrame]:
     return frames
 
 
-def provenance_section(src: CampaignSource) -> Section | None:
-    runs = provenance.read_runs(src.dir)
+def stale_note(stale: Sequence[str], included: bool, shown: int = 10) -> str:
+    """What the report says of runs no longer in the campaign's matrix."""
+    more = len(stale) - shown
+    ids = ", ".join(stale[:shown]) + (f", … ({more} more)" if more > 0 else "")
+    what = f"{len(stale)} stale run(s), no longer in the campaign's matrix (an earlier version"
+    if included:
+        return f"{what} of the campaign file), included (--include-stale): {ids}"
+    return f"{what} of the campaign file), left out (--include-stale includes them): {ids}"
+
+
+def provenance_section(src: CampaignSource, left_out: set[str] | None = None) -> Section | None:
+    """Software, environment and system of the runs reported on (`left_out`: stale runs), and
+    the versions of the campaign file that rendered them."""
+    runs = [r for r in provenance.read_runs(src.dir) if r[0].get("run_id") not in (left_out or ())]
     system = src.system or next((r.get("system") for r, _ in runs if r.get("system")), None)
     tabs = [
         Table("software", "Software and MPI", provenance.software_table(runs)),
@@ -156,4 +181,11 @@ def provenance_section(src: CampaignSource) -> Section | None:
         f"Campaign directory: {src.dir}. Values that differ between runs are all listed, "
         "with the number of runs that had each."
     ]
+    versions = Counter(r.get("campaign_version") for r, _ in runs if r.get("campaign_version"))
+    if versions:
+        text.append(
+            f"Campaign file versions that rendered these runs (in {src.dir / VERSIONS_DIR}): "
+            + ", ".join(f"{v}.yaml ({n} run(s))" for v, n in sorted(versions.items()))
+            + "."
+        )
     return Section("provenance", "Provenance", text, tabs)

@@ -48,12 +48,14 @@ def campaign_source(cdir: Path, yaml_path: Path | None = None) -> CampaignSource
     )
 
 
-def collected_runs(source: CampaignSource) -> pd.DataFrame:
+def collected_runs(source: CampaignSource, include_stale: bool = False) -> pd.DataFrame:
     """The collector's tidy table (one row per finished run), collecting new runs first;
-    `attrs["problems"]` lists (run id, reason) for runs it could not (fully) read.
+    `attrs["problems"]` lists (run id, reason) for runs it could not (fully) read, and
+    `attrs["stale"]` the runs no longer in the campaign's matrix (left out unless
+    `include_stale`).
 
     Collection is incremental, so calling it every time only reads runs finished since the
-    last `hpcscale collect`, and the report never shows a stale table."""
+    last `hpcscale collect`, and the report never shows an out-of-date table."""
     from hpcscale.collect import collector
 
-    return collector.collect(source.dir, timeline=source.timeline)
+    return collector.collect(source.dir, timeline=source.timeline, include_stale=include_stale)

@@ -1,7 +1,9 @@
 """The ledger: one SQLite file per campaign, every write one transaction.
 
 It is a cache of the truth (run directories + the scheduler's accounting), so it can always be
-rebuilt; WAL mode lets `hpcscale status` read from any shell while a submitter writes.
+rebuilt; WAL mode lets `hpcscale status` read from any shell while a submitter writes. Run
+directories are stored relative to the campaign directory, so a copied or moved workdir keeps
+working; `stale` marks runs the campaign's matrix no longer has (an edited campaign).
 """
 
 from __future__ import annotations
@@ -39,7 +41,8 @@ CREATE TABLE IF NOT EXISTS runs (
     attempts INTEGER NOT NULL DEFAULT 0,
     message TEXT,
     runner_pid INTEGER,
-    updated_at REAL NOT NULL
+    updated_at REAL NOT NULL,
+    stale INTEGER NOT NULL DEFAULT 0
 );
 CREATE TABLE IF NOT EXISTS events (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -70,7 +73,10 @@ COLUMNS = (
     "message",
     "runner_pid",
     "updated_at",
+    "stale",
 )
+# 1: run_dir relative to the campaign directory (absolute before), the `stale` column
+SCHEMA_VERSION = 1
 
 
 @dataclass(frozen=True)
@@ -91,9 +97,11 @@ class RunRow:
     message: str | None
     runner_pid: int | None
     updated_at: float
+    stale: bool = False  # no longer in the campaign's matrix (the campaign was edited)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "state", RunState.parse(self.state))
+        object.__setattr__(self, "stale", bool(self.stale))
 
     @property
     def terminal(self) -> bool:
@@ -102,7 +110,8 @@ class RunRow:
 
 class Ledger:
     def __init__(self, campaign_dir: str | Path) -> None:
-        self.path = Path(campaign_dir) / LEDGER_NAME
+        self.dir = Path(campaign_dir).absolute()  # stored run directories are relative to it
+        self.path = self.dir / LEDGER_NAME
         self.path.parent.mkdir(parents=True, exist_ok=True)
         # Opening is serialised: two processes switching a new database to WAL at once get
         # "database is locked" at once, without SQLite's busy timeout ever being consulted.
@@ -115,8 +124,45 @@ class Ledger:
             self.db.execute("PRAGMA journal_mode=WAL")
             self.db.execute("PRAGMA synchronous=NORMAL")
             self.db.executescript(SCHEMA)
+            self._migrate()
         finally:
             os.close(fd)  # releases the flock
+
+    def _migrate(self) -> None:
+        """Bring a ledger written by an earlier hpcscale to SCHEMA_VERSION (under the open
+        lock, in one transaction): absolute run directories become relative when they are
+        `<somewhere>/runs/<run id>` (a ledger copied with its workdir then points into the
+        copy); any other absolute path is kept and still read as it is."""
+        if self.db.execute("PRAGMA user_version").fetchone()[0] >= SCHEMA_VERSION:
+            return
+        with self.transaction() as db:
+            have = {r[1] for r in db.execute("PRAGMA table_info(runs)")}
+            if "stale" not in have:
+                db.execute("ALTER TABLE runs ADD COLUMN stale INTEGER NOT NULL DEFAULT 0")
+            rows = db.execute("SELECT run_id, run_dir FROM runs WHERE run_dir LIKE '/%'")
+            moved = [
+                (f"runs/{rid}", rid)
+                for rid, rdir in rows.fetchall()
+                if Path(rdir).name == rid and Path(rdir).parent.name == "runs"
+            ]
+            db.executemany("UPDATE runs SET run_dir = ? WHERE run_id = ?", moved)
+            db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+    def stored_dir(self, run_dir: str | os.PathLike[str]) -> str:
+        """How a run directory is stored: relative to the campaign directory when inside it."""
+        p = Path(run_dir)
+        if not p.is_absolute():
+            return p.as_posix()
+        try:
+            return p.relative_to(self.dir).as_posix()
+        except ValueError:
+            return str(p)
+
+    def _row(self, values: tuple[Any, ...]) -> RunRow:
+        """A row with its run directory usable from here (absolute, under this campaign)."""
+        row = list(values)
+        row[1] = str(self.dir / row[1])  # an absolute stored path stays as it is
+        return RunRow(*row)
 
     def close(self) -> None:
         self.db.close()
@@ -142,7 +188,7 @@ class Ledger:
     def ensure(self, runs: Iterable[tuple[str, str]]) -> int:
         """Register rendered runs (run_id, run_dir); existing rows are left as they are."""
         now = time.time()
-        runs = list(runs)
+        runs = [(rid, self.stored_dir(rdir)) for rid, rdir in runs]
         with self.transaction() as db:
             before = db.total_changes
             db.executemany(
@@ -190,6 +236,8 @@ class Ledger:
                 if bad:
                     raise ValueError(f"unknown ledger columns {bad}")
                 sets = dict(fields)
+                if "run_dir" in sets:
+                    sets["run_dir"] = self.stored_dir(sets["run_dir"])
                 if state is not None:
                     row = db.execute("SELECT state FROM runs WHERE run_id = ?", (rid,)).fetchone()
                     if row is None:
@@ -213,11 +261,46 @@ class Ledger:
         row = self.db.execute(
             f"SELECT {', '.join(COLUMNS)} FROM runs WHERE run_id = ?", (run_id,)
         ).fetchone()
-        return RunRow(*row) if row else None
+        return self._row(row) if row else None
 
-    def rows(self) -> list[RunRow]:
-        cur = self.db.execute(f"SELECT {', '.join(COLUMNS)} FROM runs ORDER BY rowid")
-        return [RunRow(*r) for r in cur.fetchall()]
+    def rows(self, include_stale: bool = True) -> list[RunRow]:
+        """Every run, in the order registered; without `include_stale`, the campaign's
+        current matrix only."""
+        where = "" if include_stale else " WHERE stale = 0"
+        cur = self.db.execute(f"SELECT {', '.join(COLUMNS)} FROM runs{where} ORDER BY rowid")
+        return [self._row(r) for r in cur.fetchall()]
+
+    def mark_stale(self, current: Iterable[str], why: str = "") -> tuple[list[str], list[str]]:
+        """The campaign now expands to the runs `current`: every other run is marked stale and
+        a stale run that is back is un-marked, in one transaction (each change goes into the
+        run's history). Returns (newly stale, back) run ids."""
+        now = time.time()
+        with self.transaction() as db:
+            db.execute("CREATE TEMP TABLE IF NOT EXISTS plan_ids(run_id TEXT PRIMARY KEY)")
+            db.execute("DELETE FROM plan_ids")
+            db.executemany("INSERT OR IGNORE INTO plan_ids VALUES (?)", ((r,) for r in current))
+            found: dict[int, list[tuple[str, str]]] = {}
+            for flag, test in ((1, "NOT IN"), (0, "IN")):
+                found[flag] = db.execute(
+                    f"SELECT run_id, state FROM runs WHERE stale = {1 - flag} "
+                    f"AND run_id {test} (SELECT run_id FROM plan_ids) ORDER BY rowid"
+                ).fetchall()
+            db.execute("DELETE FROM plan_ids")
+            for flag, rows in found.items():
+                detail = (
+                    f"stale: no longer in the campaign's matrix{why}"
+                    if flag
+                    else f"back in the campaign's matrix{why}"
+                )
+                db.executemany(
+                    "UPDATE runs SET stale = ?, updated_at = ? WHERE run_id = ?",
+                    [(flag, now, rid) for rid, _ in rows],
+                )
+                db.executemany(
+                    "INSERT INTO events(run_id, at, state, detail) VALUES (?, ?, ?, ?)",
+                    [(rid, now, state, detail) for rid, state in rows],
+                )
+        return [r for r, _ in found[1]], [r for r, _ in found[0]]
 
     def history(self, run_id: str) -> list[tuple[float, str, str | None]]:
         cur = self.db.execute(

@@ -1,10 +1,11 @@
-"""Grouping runs into sbatch calls: one job array per resource shape (or one job per run), the
-array's wrapper script and its index -> run list. Pure planning: no SLURM is called here."""
+"""Grouping runs into sbatch calls: job arrays per resource shape, each at most MaxArraySize
+tasks and indexed from 0 (or one job per run), the shape's wrapper script and each array's
+index -> run list. Pure planning: no SLURM is called here (limits.py reads the limits)."""
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -12,6 +13,7 @@ from hpcscale.core.render import Rendered, job_name
 from hpcscale.formats.atomic import atomic_write
 
 ARRAYS = "arrays"
+DEFAULT_MAX_ARRAY_SIZE = 1001  # SLURM's default MaxArraySize: indices 0..1000
 # #SBATCH options that identify or place a job rather than size it (not part of a shape).
 NOT_SHAPE = ("--job-name", "--comment", "--output", "--error")
 WRAPPER = """#!/bin/bash
@@ -68,7 +70,9 @@ def index_spec(indices: Iterable[int]) -> str:
 
 @dataclass
 class Batch:
-    """One sbatch call: an array of runs of one shape, or one plain job."""
+    """One sbatch call: an array of runs of one shape, or one plain job. Array indices are
+    local to the array (0..n-1, so below any MaxArraySize that admits n tasks); the array's
+    `<token>.runs` file maps them back to runs."""
 
     campaign: str
     token: str  # arrays: names the job and its .runs list; plain jobs: the run id
@@ -80,13 +84,18 @@ class Batch:
     def run_ids(self) -> list[str]:
         return [r.run.run_id for _, r in self.runs]
 
+    def wrapper(self, cdir: Path) -> Path:
+        return arrays_dir(cdir) / f"{shape_hash(self.shape)}.sh"
+
+    def runs_file(self, cdir: Path) -> Path:
+        return arrays_dir(cdir) / f"{self.token}.runs"
+
     def argv(self, cdir: Path, max_parallel: int | None) -> list[str]:
         if not self.array:
             return ["sbatch", "--parsable", str(self.runs[0][1].run_dir / "job.sbatch")]
         spec = index_spec(i for i, _ in self.runs)
         if max_parallel:
             spec += f"%{max_parallel}"
-        adir = arrays_dir(cdir)
         return [
             "sbatch",
             "--parsable",
@@ -94,53 +103,77 @@ class Batch:
             f"--job-name={job_name(self.campaign, self.token)}",
             f"--comment=hpcscale:{self.campaign}:{self.token}",
             *self.shape,
-            f"--output={adir}/slurm-%A_%a.out",
-            str(adir / f"{shape_hash(self.shape)}.sh"),
-            str(adir / f"{self.token}.runs"),
+            f"--output={arrays_dir(cdir)}/slurm-%A_%a.out",
+            str(self.wrapper(cdir)),
+            str(self.runs_file(cdir)),
         ]
 
 
 def plan(
-    rendered: Sequence[Rendered], indices: dict[str, int], *, array: bool, stamp: str
+    rendered: Sequence[Rendered],
+    indices: Mapping[str, int] | None = None,
+    *,
+    array: bool,
+    stamp: str,
+    max_array_size: int = DEFAULT_MAX_ARRAY_SIZE,
 ) -> list[Batch]:
-    """Group runs into sbatch calls: one array per shape, or one job per run."""
-    if not array:
-        return [
-            Batch(r.run.campaign, r.run.run_id, [(indices[r.run.run_id], r)], shape_of(r), False)
-            for r in rendered
-        ]
-    groups: dict[tuple[str, ...], list[tuple[int, Rendered]]] = {}
-    for r in rendered:
-        groups.setdefault(shape_of(r), []).append((indices[r.run.run_id], r))
-    return [
-        Batch(runs[0][1].run.campaign, f"a-{shape_hash(shape)}-{stamp}", runs, shape, True)
-        for shape, runs in groups.items()
-    ]
+    """Group runs into sbatch calls: per shape, arrays of at most `max_array_size` tasks
+    (indices 0..n-1), or one job per run. `indices` (run id -> position, e.g. the ledger's
+    order) orders the runs; `max_array_size` < 1 (arrays disabled) means one job per run."""
+    ordered = list(rendered)
+    if indices is not None:
+        ordered.sort(key=lambda r: indices.get(r.run.run_id, len(indices)))
+    if not array or max_array_size < 1:
+        return [Batch(r.run.campaign, r.run.run_id, [(0, r)], shape_of(r), False) for r in ordered]
+    groups: dict[tuple[str, ...], list[Rendered]] = {}
+    for r in ordered:
+        groups.setdefault(shape_of(r), []).append(r)
+    out = []
+    for shape, runs in groups.items():
+        for k, start in enumerate(range(0, len(runs), max_array_size)):
+            chunk = runs[start : start + max_array_size]
+            token = f"a-{shape_hash(shape)}-{stamp}-{k}"
+            out.append(Batch(chunk[0].run.campaign, token, list(enumerate(chunk)), shape, True))
+    return out
 
 
-def describe(rendered: Sequence[Rendered], *, array: bool, max_parallel: int | None) -> list[str]:
-    """The sbatch command lines a submit would run (for `submit --dry-run`)."""
+def describe(
+    rendered: Sequence[Rendered],
+    *,
+    array: bool,
+    max_parallel: int | None,
+    max_array_size: int = DEFAULT_MAX_ARRAY_SIZE,
+) -> list[str]:
+    """The sbatch command lines a submit would run (for `submit --dry-run`). The arrays/ files
+    they name are written by a submit just before its sbatch: each array says so, since a dry
+    run writes only the run directories."""
     if not rendered:
         return []
     cdir = rendered[0].run_dir.parent.parent
-    indices = {r.run.run_id: i for i, r in enumerate(rendered)}
+    batches = plan(rendered, array=array, stamp="<stamp>", max_array_size=max_array_size)
     out = []
-    for b in plan(rendered, indices, array=array, stamp="<stamp>"):
+    for n, b in enumerate(batches, start=1):
         if b.array:
-            out.append(f"# {len(b.runs)} run(s): {' '.join(b.run_ids)}")
+            out.append(
+                f"# array {n}/{len(batches)}: {len(b.runs)} run(s), indices "
+                f"{index_spec(i for i, _ in b.runs)}: {' '.join(b.run_ids)}"
+            )
+            out.append(
+                f"# would write (not written by a dry run): {b.wrapper(cdir)} (wrapper), "
+                f"{b.runs_file(cdir)} (index -> run)"
+            )
         out.append(" ".join(b.argv(cdir, max_parallel)))
     return out
 
 
 def write_array_files(cdir: Path, batch: Batch) -> None:
     """The shape's wrapper script and this array's index -> run list (durable: repair reads it)."""
-    adir = arrays_dir(cdir)
-    wrapper = adir / f"{shape_hash(batch.shape)}.sh"
+    wrapper = batch.wrapper(cdir)
     text = WRAPPER.format(shape=" ".join(batch.shape))
     if not wrapper.exists() or wrapper.read_text() != text:
         atomic_write(wrapper, text, mode=0o755)
     lines = "".join(f"{i} {r.run.run_id} {r.run_dir}\n" for i, r in batch.runs)
-    atomic_write(adir / f"{batch.token}.runs", lines, durable=True)
+    atomic_write(batch.runs_file(cdir), lines, durable=True)
 
 
 def read_runs(path: Path) -> dict[int, str]:

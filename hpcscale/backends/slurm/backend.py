@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from hpcscale.backends.base import Backend, BackendOptions, Refreshed, Submission
-from hpcscale.backends.slurm import arrays, submit, sync
+from hpcscale.backends.slurm import arrays, limits, submit, sync
 from hpcscale.backends.slurm.repair import has_intents
 
 if TYPE_CHECKING:
@@ -18,11 +18,14 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class SlurmOptions(BackendOptions):
-    """`array`: one sbatch --array per resource shape (else one sbatch per run);
-    `max_parallel`: the array throttle (%N), at most N tasks of an array at once."""
+    """`array`: job arrays per resource shape, split at the cluster's MaxArraySize (else one
+    sbatch per run); `max_parallel`: the array throttle (%N), at most N tasks of an array at
+    once; `follow`: when the queue's limits (MaxSubmitJobs, MaxJobCount) leave runs waiting,
+    keep submitting them as the queue drains instead of returning."""
 
     array: bool = True
     max_parallel: int | None = None
+    follow: bool = False
 
 
 class SlurmBackend(Backend):
@@ -44,6 +47,7 @@ class SlurmBackend(Backend):
             array=options.array,
             max_parallel=options.max_parallel,
             reporter=self.reporter,
+            follow=options.follow,
         )
 
     def refresh(self, ledger: Ledger) -> Refreshed:
@@ -53,5 +57,31 @@ class SlurmBackend(Backend):
         return submit.cancel(ledger, run_ids)
 
     def describe(self, rendered: Sequence[Rendered], options: BackendOptions) -> list[str]:
+        """The sbatch calls, split as the cluster's limits (or SLURM's defaults, when no cluster
+        answers) require; a dry run writes only run directories, and says which files a submit
+        would add."""
         assert isinstance(options, SlurmOptions)
-        return arrays.describe(rendered, array=options.array, max_parallel=options.max_parallel)
+        lim = limits.read_limits()
+        out = [f"# SLURM limits: {lim.summary()}"]
+        if options.array and lim.array_tasks < 1:
+            out.append("# job arrays are disabled here (MaxArraySize=0): one sbatch per run")
+        if options.array:
+            out.append(
+                "# a dry run writes only the run directories; a submit also writes the "
+                "arrays/ files marked `would write`, just before each sbatch"
+            )
+        if lim.max_submit is not None or lim.max_job_count is not None:
+            usage, _ = limits.read_usage()
+            room = limits.room(lim, usage)
+            if room.runs is not None and room.runs < len(rendered):
+                out.append(
+                    f"# the queue has room for {room.runs} job(s) now ({room.why}): a submit "
+                    f"would submit {room.runs} run(s) and leave {len(rendered) - room.runs} "
+                    "waiting (RENDERED) for the next submit or --follow"
+                )
+        return out + arrays.describe(
+            rendered,
+            array=options.array,
+            max_parallel=options.max_parallel,
+            max_array_size=lim.array_tasks,
+        )

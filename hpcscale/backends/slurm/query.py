@@ -20,6 +20,7 @@ from submitit.slurm.slurm import SlurmInfoWatcher, read_job_id
 from hpcscale.state.states import NOT_ENDED, RunState
 
 TIMEOUT_S = 20.0
+NAMES_MAX_CHARS = 100_000  # one --name argument (the kernel's limit is 128 KiB)
 SACCT_FIELDS = "JobID,JobName,State,ExitCode,NodeList,Start,End,Submit"
 
 
@@ -50,9 +51,11 @@ def run(
     timeout: float = TIMEOUT_S,
     cwd: str | None = None,
     env: Mapping[str, str] | None = None,
+    new_session: bool = False,
 ) -> Result:
     """Run a SLURM client; a hang (dead slurmctld) or a missing program becomes a failed Result.
-    `env`: variables to set for the child only (this process's environment stays as it is)."""
+    `env`: variables to set for the child only (this process's environment stays as it is);
+    `new_session`: out of the terminal's reach, so a Ctrl-C cannot kill it half-way."""
     try:
         proc = subprocess.run(
             argv,
@@ -62,6 +65,7 @@ def run(
             cwd=cwd,
             env={**os.environ, **env} if env else os.environ,
             check=False,
+            start_new_session=new_session,
         )
     except subprocess.TimeoutExpired:
         return Result(argv, TIMED_OUT, "", f"{argv[0]} did not answer within {timeout:.0f} s")
@@ -128,10 +132,12 @@ class BatchWatcher(SlurmInfoWatcher):
         if command is None:
             return
         self._num_calls += 1
-        self.last = run(command, self.timeout)
-        if self.last.ok:
+        for ids in name_lists(command[-1].split(",")):  # one sbatch per run: many ids
+            self.last = run([*command[:-1], ids], self.timeout)
+            if not self.last.ok:
+                return
             self._info_dict.update(self.read_info(self.last.stdout))
-            self._last_status_check = time.time()
+        self._last_status_check = time.time()
 
     def jobs(self, job_ids: list[str]) -> tuple[dict[str, JobInfo], Result | None]:
         """job id -> info for those sacct knows (one call); the Result when sacct failed."""
@@ -148,16 +154,35 @@ class BatchWatcher(SlurmInfoWatcher):
         return out, None
 
 
+def name_lists(names: list[str], max_chars: int = NAMES_MAX_CHARS) -> list[str]:
+    """`--name` values of at most `max_chars` each (Linux refuses one argument over 128 KiB: a
+    campaign of thousands of runs needs several calls)."""
+    out: list[str] = []
+    current: list[str] = []
+    size = 0
+    for name in names:
+        if current and size + len(name) + 1 > max_chars:
+            out.append(",".join(current))
+            current, size = [], 0
+        current.append(name)
+        size += len(name) + 1
+    if current:
+        out.append(",".join(current))
+    return out
+
+
 def sacct_by_name(names: list[str], since: float) -> tuple[list[JobInfo], Result]:
     """Jobs (array tasks expanded, pending ranges included) with any of these names."""
     start = datetime.fromtimestamp(since).strftime("%Y-%m-%dT%H:%M:%S")
-    res = run(
-        ["sacct", "-X", "--parsable2", "-o", SACCT_FIELDS, "-S", start, "--name", ",".join(names)]
-    )
-    if not res.ok:
-        return [], res
-    parsed = BatchWatcher().read_info(res.stdout)
-    return [_info(jid, fields) for jid, fields in parsed.items()], res
+    found: list[JobInfo] = []
+    res = Result(["sacct"], 0, "", "")
+    for chunk in name_lists(names):
+        res = run(["sacct", "-X", "--parsable2", "-o", SACCT_FIELDS, "-S", start, "--name", chunk])
+        if not res.ok:
+            return [], res
+        parsed = BatchWatcher().read_info(res.stdout)
+        found += [_info(jid, fields) for jid, fields in parsed.items()]
+    return found, res
 
 
 def squeue(names: list[str] | None = None) -> tuple[list[JobInfo], Result]:
@@ -167,13 +192,15 @@ def squeue(names: list[str] | None = None) -> tuple[list[JobInfo], Result]:
     sacct yet (it trails by seconds), and a job that ended in that gap must still be found.
     Not `-j`: squeue rejects the whole call when one id has left slurmctld's memory."""
     argv = ["squeue", "--me", "-h", "-r", "-t", "all", "-o", "%i|%j|%T|%N|%V|%S|%e"]
-    if names:
-        argv += ["--name", ",".join(names)]
-    res = run(argv)
-    if not res.ok:
-        return [], res
+    stdout = ""
+    res = Result(argv, 0, "", "")
+    for chunk in name_lists(names) if names else [None]:
+        res = run([*argv, "--name", chunk] if chunk else argv)
+        if not res.ok:
+            return [], res
+        stdout += res.stdout
     jobs = []
-    for line in res.stdout.splitlines():
+    for line in stdout.splitlines():
         parts = line.split("|")
         if len(parts) != 7:
             continue

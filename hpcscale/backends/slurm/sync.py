@@ -9,8 +9,10 @@ from hpcscale.backends.base import Refreshed, StateChange
 from hpcscale.backends.slurm import query
 from hpcscale.backends.slurm.repair import has_intents, repair
 from hpcscale.state.ledger import Ledger
-from hpcscale.state.states import NOT_ENDED
+from hpcscale.state.states import NOT_ENDED, RunState
 from hpcscale.util.logtail import tail
+
+CANCEL_REQUESTED = "cancel requested"  # the message `cancel` leaves on a run
 
 
 def failure_tail(run_dir: str) -> str | None:
@@ -41,10 +43,13 @@ def refresh(ledger: Ledger, cdir: Path) -> Refreshed:
             f"sacct failed ({failure.error}): is slurmdbd down? States below come from squeue; "
             "runs that already left the queue keep their last known state"
         )
+    vanished: set[str] = set()
     if missing:
         queued, qres = query.squeue()
         if not qres.ok:
             out.warnings.append(f"squeue failed too ({qres.error}); states may be stale")
+        elif failure is None:
+            vanished = set(missing) - {j.job_id for j in queued}
         for j in queued:
             # an end seen only in squeue waits for sacct (exit code, times), unless sacct is down
             if j.job_id in missing and (failure is not None or j.state in NOT_ENDED):
@@ -52,6 +57,9 @@ def refresh(ledger: Ledger, cdir: Path) -> Refreshed:
     changes = []
     for row in rows:
         j = info.get(row.job_id or "")
+        if j is None and row.job_id in vanished and row.message == CANCEL_REQUESTED:
+            # a task of a not yet started array, cancelled: SLURM keeps no record of it
+            j = query.JobInfo(row.job_id or "", "", RunState.CANCELLED)
         if j is None:
             continue
         fields: dict[str, Any] = {}
