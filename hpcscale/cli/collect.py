@@ -10,7 +10,15 @@ import typer
 from rich.markup import escape
 
 from hpcscale import api
-from hpcscale.cli.common import CampaignsArg, JsonOpt, WorkdirOpt, console, err_console, print_json
+from hpcscale.cli.common import (
+    CampaignsArg,
+    IncludeStaleOpt,
+    JsonOpt,
+    WorkdirOpt,
+    console,
+    err_console,
+    print_json,
+)
 from hpcscale.cli.tables import Col, Grid
 from hpcscale.errors import UsageError
 from hpcscale.util.text import plural
@@ -102,10 +110,7 @@ def collect(
         bool, typer.Option("--timeline", help="also read Horovod timelines and steps.json")
     ] = False,
     json_out: JsonOpt = False,
-    include_stale: Annotated[
-        bool,
-        typer.Option("--include-stale", help="also runs no longer in the campaign's matrix"),
-    ] = False,
+    include_stale: IncludeStaleOpt = False,
     workdir: WorkdirOpt = None,
 ) -> None:
     """Gather finished runs' metrics (and timelines) into results.parquet and results.csv."""

@@ -71,3 +71,7 @@ SystemOpt = Annotated[
         show_default=False,
     ),
 ]
+IncludeStaleOpt = Annotated[
+    bool,
+    typer.Option("--include-stale", help="also runs no longer in the campaign's matrix"),
+]

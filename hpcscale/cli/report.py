@@ -11,7 +11,7 @@ import typer
 from rich.markup import escape
 
 from hpcscale import api
-from hpcscale.cli.common import CampaignsArg, WorkdirOpt, console, err_console
+from hpcscale.cli.common import CampaignsArg, IncludeStaleOpt, WorkdirOpt, console, err_console
 from hpcscale.cli.tables import Col, Grid
 from hpcscale.errors import HpcscaleError
 from hpcscale.util.text import plural
@@ -48,10 +48,7 @@ def report(
     check: Annotated[
         bool, typer.Option("--check", help="exit 1 if a campaign reference fails (for CI)")
     ] = False,
-    include_stale: Annotated[
-        bool,
-        typer.Option("--include-stale", help="also runs no longer in the campaign's matrix"),
-    ] = False,
+    include_stale: IncludeStaleOpt = False,
     workdir: WorkdirOpt = None,
 ) -> None:
     """Write the scaling report: tables in the seed reports' shapes, figures, provenance."""

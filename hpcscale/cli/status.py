@@ -11,7 +11,14 @@ from rich.markup import escape
 from rich.table import Table
 
 from hpcscale import api
-from hpcscale.cli.common import JsonOpt, WorkdirOpt, console, err_console, print_json
+from hpcscale.cli.common import (
+    IncludeStaleOpt,
+    JsonOpt,
+    WorkdirOpt,
+    console,
+    err_console,
+    print_json,
+)
 from hpcscale.cli.tables import Col, Grid
 from hpcscale.state.states import RunState
 from hpcscale.util.text import plural
@@ -67,10 +74,7 @@ def status(
         bool, typer.Option("--watch", help="refresh until every run has ended")
     ] = False,
     interval: Annotated[float, typer.Option(help="seconds between --watch refreshes")] = 2.0,
-    include_stale: Annotated[
-        bool,
-        typer.Option("--include-stale", help="also runs no longer in the campaign's matrix"),
-    ] = False,
+    include_stale: IncludeStaleOpt = False,
     workdir: WorkdirOpt = None,
 ) -> None:
     """Each run's state, from the ledger refreshed from the scheduler; works from any shell."""
