@@ -126,6 +126,11 @@ def test_limits_from_scontrol_config() -> None:
     assert lim.array_tasks == 1500  # the smaller of MaxArraySize and max_array_tasks
     stock = limits.from_config(limits.parse_config("MaxJobCount = 10000\n"), "x")
     assert stock.array_tasks == 1001 and stock.max_job_count == 10000
+    # MaxSubmitJobs binds only where slurmctld enforces limits (SLURM's default: it does not)
+    assert not limits.enforces_limits(config)
+    assert not limits.enforces_limits({"AccountingStorageEnforce": "none"})
+    assert not limits.enforces_limits({"AccountingStorageEnforce": "associations"})
+    assert limits.enforces_limits({"AccountingStorageEnforce": "associations,limits,qos"})
 
 
 def test_room_is_the_tightest_visible_limit() -> None:

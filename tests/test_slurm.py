@@ -28,6 +28,7 @@ import yaml
 
 from hpcscale import api
 from hpcscale.api import render_campaign
+from hpcscale.backends.base import QuietReporter
 from hpcscale.backends.slurm import arrays as slurm_arrays
 from hpcscale.backends.slurm import limits as slurm_limits
 from hpcscale.backends.slurm import submit as slurm_submit
@@ -36,9 +37,17 @@ from hpcscale.core.paths import campaign_dir
 from hpcscale.core.system import SHIPPED_DIR
 from hpcscale.devcluster import procs
 from hpcscale.devcluster.cluster import LocalCluster
+from hpcscale.devcluster.spec import first_free_port_base
 from hpcscale.devcluster.status import ClusterInfo
 from hpcscale.state.ledger import TERMINAL, Ledger
-from tests.slurm_fixture import slurm_run, wait_for_sacct, wait_idle
+from tests.slurm_fixture import (
+    TEST_PORT_BASES,
+    skip_reason,
+    slurm_run,
+    stop_test_cluster,
+    wait_for_sacct,
+    wait_idle,
+)
 
 from .conftest import hpcscale
 
@@ -467,6 +476,35 @@ def test_real_workload_two_nodes_pmix(
 # ---------------------------------------------------------------- a stock SLURM's limits
 
 
+@pytest.fixture(scope="module")
+def enforcing_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterInfo]:
+    """A second, smaller cluster that enforces association and QOS limits, as sites do
+    (SLURM's own default, kept by the session cluster, enforces none): a MaxSubmitJobs there
+    is SLURM's rule, not only hpcscale's courtesy."""
+    reason = skip_reason()
+    if reason:
+        pytest.skip(reason)
+    cluster = LocalCluster(tmp_path_factory.mktemp("slurm-enforcing"))
+    try:
+        cluster.up(
+            port_base=first_free_port_base(TEST_PORT_BASES),
+            cluster_name="hpcscaleenf",
+            nodes=2,
+            slurmd_timeout_s=10,
+            accounting_enforce="associations,limits,qos",
+        )
+        yield cluster.status()
+    finally:
+        stop_test_cluster(cluster)
+
+
+@pytest.fixture
+def enforcing(enforcing_cluster: ClusterInfo, monkeypatch: pytest.MonkeyPatch) -> ClusterInfo:
+    """The enforcing cluster as the one SLURM_CONF names, for one test."""
+    monkeypatch.setenv("SLURM_CONF", enforcing_cluster.slurm_conf)
+    return enforcing_cluster
+
+
 @contextmanager
 def max_submit_jobs(info: ClusterInfo, n: int) -> Iterator[None]:
     """The user's MaxSubmitJobs on the test cluster's accounting, for the duration."""
@@ -530,12 +568,12 @@ def test_split_arrays_with_equal_indices_are_repaired_to_their_own_runs(
 
 
 def test_max_submit_jobs_submits_what_fits_and_follow_submits_the_rest(
-    slurm_cluster: ClusterInfo, tmp_path: Path, workdir: Path
+    enforcing: ClusterInfo, tmp_path: Path, workdir: Path
 ) -> None:
     camp = campaign(
         tmp_path, "capped", {"batch": list(range(1, 8))}, {"sleep": 4}, cores_per_node=1
     )
-    with max_submit_jobs(slurm_cluster, 3):
+    with max_submit_jobs(enforcing, 3):
         first = hpcscale("submit", str(camp), check=True)
         text = " ".join(first.stdout.split())
         assert "3 run(s) submitted, 0 skipped, 0 rejected, 4 waiting" in text
@@ -554,13 +592,13 @@ def test_max_submit_jobs_submits_what_fits_and_follow_submits_the_rest(
 
 
 def test_ctrl_c_stops_follow_and_leaves_the_ledger_consistent(
-    slurm_cluster: ClusterInfo, tmp_path: Path, workdir: Path
+    enforcing: ClusterInfo, tmp_path: Path, workdir: Path
 ) -> None:
     camp = campaign(
         tmp_path, "stopped", {"batch": list(range(1, 6))}, {"sleep": 60}, cores_per_node=1
     )
     exe = Path(sys.executable).parent / "hpcscale"
-    with max_submit_jobs(slurm_cluster, 2):
+    with max_submit_jobs(enforcing, 2):
         proc = subprocess.Popen(
             [exe, "submit", str(camp), "--follow"],
             stdout=subprocess.PIPE,
@@ -583,6 +621,33 @@ def test_ctrl_c_stops_follow_and_leaves_the_ledger_consistent(
     assert sorted(r["job_id"] is None for r in rows) == [False, False, True, True, True]
     assert all(r["state"] == "RENDERED" for r in rows if r["job_id"] is None)
     assert not list((workdir / "stopped" / "arrays").glob("*.pending"))
-    assert len(jobs_named(slurm_cluster, "hpcscale.stopped.")) == 2
+    assert len(jobs_named(enforcing, "hpcscale.stopped.")) == 2
     hpcscale("cancel", "stopped", check=True)
     wait_terminal("stopped", ignore=("RENDERED",))
+
+
+def test_a_limit_sbatch_enforces_unseen_leaves_the_runs_waiting(
+    enforcing: ClusterInfo, tmp_path: Path, workdir: Path
+) -> None:
+    """Where the user cannot see their limit (here: told so), sbatch's "job submit limit" is
+    a full queue, not a rejected run: the runs wait, RENDERED, with no error."""
+    camp = campaign(tmp_path, "unseen", {"batch": list(range(1, 6))})
+    _, _, rendered = render_campaign(camp)
+    cdir = campaign_dir("unseen")
+    with max_submit_jobs(enforcing, 3), Ledger(cdir) as ledger:
+        ledger.ensure((r.run.run_id, str(r.run_dir)) for r in rendered)
+        sub = slurm_submit.submit_runs(
+            rendered,
+            ledger,
+            cdir,
+            force=False,
+            array=True,
+            max_parallel=None,
+            reporter=QuietReporter(),
+            limits=slurm_limits.Limits(),  # MaxSubmitJobs not visible
+        )
+        rows = ledger.rows()
+    assert sub.ok and sub.submitted == [] and sub.rejected == []
+    assert all(r.state == "RENDERED" and r.message is None for r in rows)
+    assert not list((cdir / "arrays").glob("*.pending"))
+    assert jobs_named(enforcing, "hpcscale.unseen.") == set()

@@ -42,6 +42,7 @@ AccountingStorageHost=127.0.0.1
 AccountingStoragePort=$dbd_port
 # For connections to slurmdbd this (not AuthInfo) names the munge socket.
 AccountingStoragePass=$munge_socket
+$enforce_line
 JobAcctGatherType=jobacct_gather/linux
 JobAcctGatherFrequency=30
 JobCompType=jobcomp/none
@@ -98,6 +99,12 @@ def _values(spec: ClusterSpec, lay: Layout) -> dict[str, object]:
     return {
         **asdict(spec),
         "node_line": _node_line(spec),
+        # SLURM's default is no enforcement; a site's limits (MaxSubmitJobs, ...) need it
+        "enforce_line": (
+            f"AccountingStorageEnforce={spec.accounting_enforce}"
+            if spec.accounting_enforce
+            else "# AccountingStorageEnforce: not set (SLURM's default: limits not enforced)"
+        ),
         "ctld_port": spec.ctld_port,
         "dbd_port": spec.dbd_port,
         "mysql_port": spec.mysql_port,

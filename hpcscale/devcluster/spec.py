@@ -20,6 +20,7 @@ from hpcscale.errors import UsageError
 
 DEFAULT_PORT_BASE = 17000
 MAX_NODES = 64
+ENFORCE_WORDS = {"associations", "limits", "nojobs", "nosteps", "qos", "safe", "wckeys", "all"}
 # Port plan: slurmd of node i on base+i, slurmctld base+90, slurmdbd base+91, MariaDB base+92.
 CTLD_OFFSET, DBD_OFFSET, MYSQL_OFFSET = 90, 91, 92
 # Environment a job needs so Open MPI ranks on different virtual nodes (one real host) talk over
@@ -52,6 +53,7 @@ class ClusterSpec:
     partition: str = "debug"
     slurmd_timeout_s: int = 30
     max_array_size: int = 1001  # SLURM's default, so tests meet the arrays users meet
+    accounting_enforce: str = ""  # AccountingStorageEnforce, e.g. "associations,limits,qos"
     db_password: str = field(default_factory=lambda: secrets.token_hex(12), repr=False)
     hostname: str = field(default_factory=lambda: socket.gethostname().split(".")[0])
 
@@ -64,6 +66,9 @@ class ClusterSpec:
             raise UsageError(f"port base {self.port_base} must be between 1024 and 65435")
         if not 0 <= self.max_array_size <= 4000001:  # slurm.conf's bounds
             raise UsageError(f"MaxArraySize must be 0..4000001, got {self.max_array_size}")
+        bad = set(filter(None, self.accounting_enforce.split(","))) - ENFORCE_WORDS
+        if bad:
+            raise UsageError(f"AccountingStorageEnforce: unknown {', '.join(sorted(bad))}")
         if not self.cluster_name.isalnum() or not self.cluster_name.islower():
             raise UsageError(f"cluster name must be lower-case letters/digits: {self.cluster_name}")
 

@@ -1,6 +1,7 @@
 """What the cluster lets us queue, read where SLURM shows it: MaxArraySize, max_array_tasks and
 MaxJobCount from `scontrol show config`, the user's MaxSubmitJobs from `sacctmgr` (their
-associations, else their QOS's per-user limit), and how much of both is in use from `squeue`.
+associations and their QOS's per-user limit) where the cluster enforces limits, and how much of
+both is in use from `squeue`.
 A submit that ignored them would have sbatch reject whole arrays; a dry run with no cluster to
 ask assumes SLURM's defaults and says so."""
 
@@ -10,6 +11,7 @@ import os
 import pwd
 import shutil
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from hpcscale.backends.slurm import query
@@ -122,13 +124,18 @@ def user_max_submit(
     cluster: str | None, user: str, timeout: float = ASK_TIMEOUT_S
 ) -> tuple[int | None, str]:
     """The user's MaxSubmitJobs (smallest over their associations, parents' limits included as
-    sacctmgr shows them), else the per-user MaxSubmitJobs of their default QOS; (None, why)
-    when none is set or sacctmgr cannot tell."""
+    sacctmgr shows them) or the per-user MaxSubmitJobs of their default QOS, whichever is
+    lower; (None, why) when none is set or sacctmgr cannot tell. Both questions go at once:
+    each costs slurmdbd a few hundred ms, and every submit asks."""
     where = [f"user={user}"] + ([f"cluster={cluster}"] if cluster else [])
-    argv = ["sacctmgr", "-n", "-P", "show", "assoc", "where", *where]
-    res = query.run([*argv, "format=MaxSubmitJobs,DefaultQOS,QOS"], timeout=timeout)
+    assoc = ["sacctmgr", "-n", "-P", "show", "assoc", "where", *where]
+    qos = ["sacctmgr", "-n", "-P", "show", "qos", "format=Name,MaxSubmitJobsPerUser"]
+    with ThreadPoolExecutor(2) as pool:
+        asked = pool.submit(query.run, [*assoc, "format=MaxSubmitJobs,DefaultQOS,QOS"], timeout)
+        qres = pool.submit(query.run, qos, timeout).result()
+        res = asked.result()
     if not res.ok:
-        return None, f"sacctmgr: {res.error}"
+        return None, f"sacctmgr: {last_words(res)}"
     assoc_limits: list[int] = []
     qos_names: set[str] = set()
     for line in res.stdout.splitlines():
@@ -142,17 +149,19 @@ def user_max_submit(
     best: tuple[int | None, str] = (None, "no MaxSubmitJobs set")
     if assoc_limits:
         best = (min(assoc_limits), f"association of user {user}")
-    if qos_names:
-        qres = query.run(
-            ["sacctmgr", "-n", "-P", "show", "qos", "format=Name,MaxSubmitJobsPerUser"],
-            timeout=timeout,
-        )
-        for line in qres.stdout.splitlines() if qres.ok else []:
-            name, _, limit = line.partition("|")
-            n = _int(limit)
-            if name in qos_names and n is not None and (best[0] is None or n < best[0]):
-                best = (n, f"QOS {name}, per user")
+    for line in qres.stdout.splitlines() if qres.ok else []:
+        name, _, limit = line.partition("|")
+        n = _int(limit)
+        if name in qos_names and n is not None and (best[0] is None or n < best[0]):
+            best = (n, f"QOS {name}, per user")
     return best
+
+
+def enforces_limits(config: Mapping[str, str]) -> bool:
+    """Whether slurmctld holds jobs to association/QOS limits (else MaxSubmitJobs, even when
+    set in the database, rejects nothing: not worth two sacctmgr calls per submit)."""
+    words = set(config.get("AccountingStorageEnforce", "").replace(" ", "").split(","))
+    return bool(words & {"limits", "qos", "safe", "all"})
 
 
 def read_limits(timeout: float = ASK_TIMEOUT_S, user_limits: bool = True) -> Limits:
@@ -163,7 +172,7 @@ def read_limits(timeout: float = ASK_TIMEOUT_S, user_limits: bool = True) -> Lim
         if res.ok:
             config = parse_config(res.stdout)
             limits = from_config(config, "from `scontrol show config`")
-            if not user_limits:
+            if not user_limits or not enforces_limits(config):
                 return limits
             n, whose = user_max_submit(config.get("ClusterName"), user_name(), timeout)
             return Limits(**{**limits.__dict__, "max_submit": n, "max_submit_from": whose})
