@@ -7,14 +7,13 @@ two cannot drift. No TensorFlow here: the core package must import without it.
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import Any, Literal
 
 import msgspec
 
 from hpcscale.core.vocab import Device, Strategy
 from hpcscale.errors import InputError
-from hpcscale.formats._messages import key_of
+from hpcscale.formats._messages import key_of, read_bytes
 
 SCHEMA_VERSION: int = 1
 
@@ -121,21 +120,17 @@ def metrics_from_dict(data: dict[str, Any]) -> Metrics:
 
 def load_metrics(path: str | os.PathLike[str]) -> Metrics:
     """Read and validate one `metrics.json`; every failure names the file."""
-    p = Path(path)
-    try:
-        raw = p.read_bytes()
-    except OSError as exc:
-        raise InputError(str(p), None, None, f"cannot read metrics: {exc.strerror}") from exc
+    source, raw = read_bytes(path, "metrics")
     try:
         metrics = msgspec.json.decode(raw, type=Metrics)
     except msgspec.ValidationError as exc:
         key = key_of(str(exc))
-        raise InputError(str(p), None, key, f"invalid metrics: {exc}") from exc
+        raise InputError(source, None, key, f"invalid metrics: {exc}") from exc
     except (msgspec.DecodeError, UnicodeDecodeError) as exc:
-        raise InputError(str(p), None, None, f"not valid JSON: {exc}") from exc
+        raise InputError(source, None, None, f"not valid JSON: {exc}") from exc
     if metrics.schema_version != SCHEMA_VERSION:
         raise InputError(
-            str(p),
+            source,
             None,
             "schema_version",
             f"schema version {metrics.schema_version} is not the supported {SCHEMA_VERSION}",

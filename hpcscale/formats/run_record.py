@@ -15,14 +15,13 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 import msgspec
 
 from hpcscale.core.vocab import CrossDeviceOps, Device, Scaling, Strategy
 from hpcscale.errors import InputError
-from hpcscale.formats._messages import key_of
+from hpcscale.formats._messages import key_of, read_bytes
 
 SCHEMA_VERSION = 1
 VERSIONS_DIR = "versions"  # in the campaign directory: every version of the campaign file
@@ -112,12 +111,8 @@ def decode_run_record(data: bytes, source: str = "run.json") -> RunRecord:
 
 def load_run_record(path: str | os.PathLike[str]) -> RunRecord:
     """Read one run.json (see decode_run_record)."""
-    p = Path(path)
-    try:
-        raw = p.read_bytes()
-    except OSError as exc:
-        raise InputError(str(p), None, None, f"cannot read run record: {exc.strerror}") from exc
-    return decode_run_record(raw, str(p))
+    source, raw = read_bytes(path, "run record")
+    return decode_run_record(raw, source)
 
 
 def _why_invalid(data: bytes, source: str, exc: msgspec.ValidationError) -> InputError:

@@ -24,11 +24,11 @@ Readers ignore keys they do not know, so a later writer may add some without a v
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import msgspec
 
 from hpcscale.errors import InputError
+from hpcscale.formats._messages import read_bytes
 
 FORMAT = "hpcscale.steps"
 VERSION = 1
@@ -88,9 +88,5 @@ def decode_steps(data: bytes, source: str = "steps.json") -> StepsFile:
 
 def load_steps_file(path: str | os.PathLike[str]) -> StepsFile:
     """Read and check one `steps.json`; every failure names the file."""
-    p = Path(path)
-    try:
-        raw = p.read_bytes()
-    except OSError as exc:
-        raise InputError(str(p), None, None, f"cannot read steps: {exc.strerror}") from exc
-    return decode_steps(raw, str(p))
+    source, raw = read_bytes(path, "steps")
+    return decode_steps(raw, source)
