@@ -155,6 +155,7 @@ METRIC_TERMS = _terms(
 LIST_TERMS = _terms(
     Term("epoch_times_s", "list", "Epoch times", "s"),
     Term("losses", "list", "Losses"),
+    Term("train_accuracy", "list", "Training accuracy"),
     Term("val_accuracy", "list", "Validation accuracy"),
 )
 TIMELINE_TERMS = _terms(

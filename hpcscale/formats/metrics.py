@@ -18,6 +18,7 @@ from hpcscale.formats._messages import key_of, read_bytes
 SCHEMA_VERSION: int = 1
 
 Workload = Literal["gan", "cnn"]
+LrScaling = Literal["linear", "sqrt", "none"]
 
 
 class _Struct(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=False):
@@ -94,7 +95,20 @@ class Metrics(_Struct, kw_only=True):
     images_per_s: list[float]
     fit_time_s: float
     losses: dict[str, list[float]]
-    accuracy: list[float] | None
+    # Files before per-epoch validation: the CNNs' *training* accuracy was stored here.
+    accuracy: list[float] | None = None
+    # Per-epoch means over the epoch's timed steps (train_*) and over the whole held-out split,
+    # averaged over ranks, measured outside the timed steps in `val_time_s` (val_*).
+    train_loss: list[float] | None = None
+    train_accuracy: list[float] | None = None
+    val_loss: list[float] | None = None
+    val_accuracy: list[float] | None = None
+    val_time_s: list[float] | None = None
+    # The input pipeline alone, all ranks together: below images_per_s means input-bound.
+    input_images_per_s: float | None = None
+    # eta = lr * scale(global_batch / lr_ref_batch); absent in files from before the rule.
+    lr_scaling: LrScaling | None = None
+    lr_ref_batch: int | None = None
     step_time: StepTimes
     params: dict[str, ParamCount]
     param_count: int

@@ -1,0 +1,131 @@
+"""One finished run's files -> one tidy table row (the collector's unit of work).
+
+run.json and metrics.json give the run fields and metrics; with a timeline, timeline.json and
+steps.json give the per-epoch timeline columns (see hpcscale.collect.collector for the rules).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from hpcscale.analysis import EXACT_COLUMNS, RUN_COLUMNS, TIMELINE_COLUMNS
+from hpcscale.collect.split import exact_split, load_steps
+from hpcscale.collect.timeline import NO_COLLECTIVES, TimelineError, parse_timeline
+from hpcscale.errors import HpcscaleError
+from hpcscale.formats.metrics import load_metrics
+from hpcscale.formats.run_record import RunRecord, load_run_record
+
+TIMELINE_EXTRA = ("span_s", "timeline_events", "straggler_rank")
+NAN = float("nan")
+
+
+class RunProblem(Exception):
+    """A run that cannot be collected (or only partly): the reason is shown to the user."""
+
+
+def _read_run_json(path: Path) -> RunRecord:
+    try:
+        return load_run_record(path)
+    except HpcscaleError as exc:
+        raise RunProblem(str(exc)) from exc
+
+
+def _list(values: Iterable[float] | None) -> list[float] | None:
+    return None if values is None else list(values)
+
+
+def _mean(values: Iterable[float]) -> float:
+    vals = [float(v) for v in values]
+    return sum(vals) / len(vals) if vals else NAN
+
+
+def run_row(run_dir: Path, timeline: bool) -> tuple[dict[str, Any], list[str]]:
+    """One table row from a finished run's files, and notes on what is missing from it.
+
+    Raises RunProblem when the run cannot be collected at all (no or bad run.json/metrics)."""
+    rec = _read_run_json(run_dir / "run.json")
+    metrics_path = run_dir / "metrics.json"
+    if not metrics_path.exists():
+        raise RunProblem("no metrics.json: not run yet, still running, or failed")
+    try:
+        m = load_metrics(metrics_path)
+    except HpcscaleError as exc:
+        raise RunProblem(str(exc)) from exc
+    row: dict[str, Any] = {col: getattr(rec, col, None) for col in RUN_COLUMNS}
+    row.update(
+        epoch_time_s=_mean(m.epoch_time_s),
+        images_per_s=_mean(m.images_per_s),
+        fit_time_s=m.fit_time_s,
+        param_count=m.param_count,
+        dataset_size=m.dataset_size,
+        epoch_times_s=list(m.epoch_time_s),
+        losses={k: list(v) for k, v in m.losses.items()},
+        train_accuracy=_list(m.train_accuracy if m.train_accuracy is not None else m.accuracy),
+        val_accuracy=_list(m.val_accuracy),
+        system=rec.system,
+        program=rec.program,
+        model_family=m.workload,
+        epochs=m.epochs,
+        steps_per_epoch=m.steps_per_epoch,
+        timeline=rec.timeline,
+        step_time_p50_ms=m.step_time.p50_ms,
+        run_dir=str(run_dir),
+        campaign_version=rec.campaign_version,
+    )
+    for col in (*TIMELINE_COLUMNS, "queue_s", "memcpy_s", *EXACT_COLUMNS, *TIMELINE_EXTRA):
+        row[col] = NAN
+    notes: list[str] = []
+    if timeline:
+        notes = _timeline_columns(run_dir, row, m.epochs, m.epochs * m.steps_per_epoch)
+    return row, notes
+
+
+def _timeline_columns(run_dir: Path, row: dict[str, Any], epochs: int, steps: int) -> list[str]:
+    path = run_dir / "timeline.json"
+    if not path.exists():
+        return ["timeline.json missing (run without --timeline?)"] if row["timeline"] else []
+    notes: list[str] = []
+    steps_file = None
+    if (run_dir / "steps.json").exists():
+        try:
+            steps_file = load_steps(run_dir / "steps.json")
+        except HpcscaleError as exc:
+            notes.append(f"steps.json ignored: {exc}")
+    window = steps_file.window_unix_us() if steps_file is not None else None
+    try:
+        s = parse_timeline(path, ranks=row.get("ranks"), window_unix_us=window)
+    except (TimelineError, OSError) as exc:
+        return [*notes, f"timeline.json unreadable: {exc}"]
+    if window is not None and s.window_us is None and not s.empty:
+        notes.append("timeline has no start time: whole timeline used, no exact view")
+        steps_file = None
+    if steps_file is not None:
+        epochs, steps = steps_file.epochs, len(steps_file.start_unix_ns)
+    else:
+        notes.append("no steps.json: per-epoch figures include start-up")
+    if s.empty:
+        notes.append(f"timeline.json: {NO_COLLECTIVES}")
+    if s.truncated:
+        notes.append("timeline.json ends in a cut record (job killed?)")
+    per_epoch = max(epochs, 1)
+    for key in ("comm", "negotiate", "wait_for_data", "wait_for_other_tensor_data"):
+        row[f"{key}_s"] = s.seconds(key) / per_epoch
+    for key in ("transport", "queue", "memcpy"):
+        row[f"{key}_s"] = s.seconds(key) / per_epoch
+    row["span_s"] = s.span_us / 1e6
+    row["allreduce_bytes_per_step"] = s.allreduce_bytes / max(steps, 1)
+    bw = s.bus_bandwidth_gbs()
+    row["bus_bandwidth_gbs"] = NAN if bw is None else bw
+    row["timeline_events"] = s.events
+    strag = s.straggler()
+    row["straggler_rank"] = NAN if strag is None else strag[0]
+    if steps_file is not None and s.start_time_since_epoch_us is not None:
+        x = exact_split(steps_file, s.comm_intervals, s.start_time_since_epoch_us)
+        row.update(
+            exact_compute_s=x.compute_s,
+            exact_overlap_s=x.overlap_s,
+            exact_exposed_comm_s=x.exposed_comm_s,
+        )
+    return notes
