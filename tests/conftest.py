@@ -40,4 +40,5 @@ def hpcscale(
     return proc
 
 
+from tests.quickstart_fixture import finished_quickstart, quickstart_copy  # noqa: E402, F401
 from tests.slurm_fixture import slurm_cluster  # noqa: E402, F401  (session fixture: real SLURM)
