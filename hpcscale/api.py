@@ -28,6 +28,7 @@ from hpcscale.backends.base import (
     Reporter,
     Submission,
 )
+from hpcscale.backends.slurm.backend import with_throttle
 from hpcscale.core.campaign import LoadedCampaign, load_campaign
 from hpcscale.core.expand import Plan, expand
 from hpcscale.core.gcpause import gc_paused
@@ -181,6 +182,7 @@ def submit(
     A backend that does not fit the system is refused before anything is written."""
     planned = plan(campaign, system=system)
     sys_ = planned.system
+    throttle = (planned.loaded.campaign.max_parallel, sys_.max_parallel)  # SLURM's array %N
     if dry_run or backend == "dry":
         target_name = FOR_SCHEDULER[sys_.scheduler] if backend in (None, "dry") else backend
         if target_name != FOR_SCHEDULER[sys_.scheduler]:
@@ -188,11 +190,12 @@ def submit(
         rc = _write(planned, workdir)
         target = open_backend(target_name, rc.directory, reporter)
         dry = backend_class("dry")(rc.directory, reporter, target=target)  # type: ignore[call-arg]
-        return dry.submit(rc.runs, None, dry.options(options))  # type: ignore[arg-type]
+        opts = with_throttle(dry.options(options), *throttle)
+        return dry.submit(rc.runs, None, opts)  # type: ignore[arg-type]
     name = backend_for(sys_, backend)
     rc = _write(planned, workdir)
     chosen = open_backend(name, rc.directory, reporter)
-    opts = chosen.options(options)
+    opts = with_throttle(chosen.options(options), *throttle)
     with Ledger(rc.directory) as ledger:
         ledger.ensure((r.run.run_id, str(r.run_dir)) for r in rc.runs)
         out = chosen.submit(rc.runs, ledger, opts)
@@ -353,13 +356,21 @@ def report(
     out: PathLike | None = None,
     formats: Sequence[str] | None = None,
     include_stale: bool = False,
+    targets: Sequence[str] = (),
+    include_partial_timelines: bool = False,
 ) -> BuildResult:
     """Write the scaling report (index.md, index.html, figures; CSV/Parquet on request) of one
-    campaign, or of every campaign in the workdir. Reference results are in the return value.
-    Runs no longer in the campaign's matrix (stale) are left out unless `include_stale`."""
+    campaign, or of every campaign in the workdir; reference results are in the return value.
+    Stale runs are left out unless `include_stale`, truncated timelines' per-epoch figures
+    unless `include_partial_timelines`; `targets` ('g_loss<=1.2') replace the file's `targets:`."""
+    from hpcscale.analysis.targets import parse_target
     from hpcscale.report.build import DEFAULT_FORMATS, build
     from hpcscale.report.data import campaign_source
 
+    try:
+        specs = [parse_target(t, "command line (--target)") for t in targets]
+    except ValueError as exc:
+        raise UsageError(f"--target: {exc}") from None
     wd = resolve_workdir(workdir)
     dirs = select_campaigns(campaign, wd)
     sources = {}
@@ -368,7 +379,15 @@ def report(
         sources = {dirs[0]: campaign_source(dirs[0], Path(campaign))}
     out_dir = Path(out) if out else (dirs[0] / "report" if len(dirs) == 1 else wd / "report")
     fmts = list(formats or DEFAULT_FORMATS)
-    return build(dirs, out_dir.absolute(), fmts, sources=sources, include_stale=include_stale)
+    return build(
+        dirs,
+        out_dir.absolute(),
+        fmts,
+        sources=sources,
+        include_stale=include_stale,
+        targets=specs,
+        include_partial_timelines=include_partial_timelines,
+    )
 
 
 def load_results(campaign: str, workdir: PathLike | None = None) -> pd.DataFrame:

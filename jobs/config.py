@@ -29,7 +29,7 @@ class JobConfig:
     steps_per_epoch: int | None
     dataset_size: int | None
     image_size: int
-    num_classes: int
+    num_classes: int | None  # None: the data's (harness.run resolves it before building)
     strategy: str
     cross_device_ops: str | None
     devices: int
@@ -39,12 +39,18 @@ class JobConfig:
     mark_cycles: bool
     timeline_dir: Path | None
     data_dir: Path | None
+    dataset: str | None  # None: synthetic, or folder with data_dir (jobs/datasets)
+    val_split: float
+    val_dir: Path | None
+    center_crop: int | None
     seed: int
     device: str
     threads: int | None
     inter_op_threads: int | None
     lr: float | None
     warmup_epochs: float
+    lr_scaling: str  # linear | sqrt | none, relative to lr_ref_batch
+    lr_ref_batch: int | None  # None: batch_per_rank
     burn_in_steps: int
     width: int
     latent_dim: int
@@ -52,17 +58,62 @@ class JobConfig:
     gp_weight: float
     check_sync: bool
     debug_desync: bool
+    # StackGAN (jobs/models/stackgan.py) and the cub dataset; defaults as in jobs/manifest.py
+    stage: int = 1
+    stage1_weights: Path | None = None
+    stage1_steps: int | None = None
+    stage2_factor: int = 4
+    embedding_dim: int = 1024
+    condition_dim: int = 128
+    kl_weight: float = 2.0
+    images_per_class: int | None = None
     argv: tuple[str, ...] = ()
+    # model: classifier (jobs/models/classifier.py, jobs/keras_fit.py); see jobs/manifest.py
+    backbone: str = "mobilenet_v2"
+    weights: str = "none"  # none | imagenet | a weights file
+    optimizer: str = "adam"
+    fine_tune: bool = False
+    head_epochs: int | None = None  # None: half of epochs
+    unfreeze_layers: int | None = None  # None: the whole backbone
+    fine_tune_lr_factor: float = 0.1
+    augment: str = "none"
+    aug_zoom: float | None = None  # None: the preset's
+    aug_shift: float | None = None
+    aug_rotation: float | None = None
+    aug_flip: bool = False
 
 
-def scaled_lr(step: float, base_lr: float, replicas: int, warmup_steps: float) -> float:
-    """Learning rate scaled linearly by the number of replicas (Goyal et al. 2017): start at
-    `base_lr` and reach `base_lr * replicas` after `warmup_steps` optimizer updates (at once when
-    warmup_steps is 0)."""
-    target = base_lr * replicas
+def lr_scale(rule: str, global_batch: int, ref_batch: int) -> float:
+    """The factor --lr-scaling applies to --lr: global_batch / ref_batch (linear, Goyal et al.
+    2017), its square root (sqrt) or 1 (none). Strong scaling keeps the global batch, so it
+    keeps the rate when ref_batch is that batch; weak scaling grows it."""
+    ratio = global_batch / ref_batch
+    factors = {"linear": ratio, "sqrt": math.sqrt(ratio), "none": 1.0}
+    if rule not in factors:
+        raise JobUsageError(f"--lr-scaling {rule}: expected one of {', '.join(factors)}")
+    return factors[rule]
+
+
+def scaled_lr(
+    step: float,
+    base_lr: float,
+    warmup_steps: float,
+    global_batch: int,
+    ref_batch: int,
+    rule: str = "linear",
+) -> float:
+    """The learning rate after `step` optimizer updates: `base_lr` ramped linearly to
+    eta = base_lr * lr_scale(rule, global_batch, ref_batch) over `warmup_steps` (eta at once
+    when warmup_steps is 0)."""
+    target = base_lr * lr_scale(rule, global_batch, ref_batch)
     if warmup_steps <= 0 or step >= warmup_steps:
         return target
     return base_lr + (target - base_lr) * (step / warmup_steps)
+
+
+def ref_batch_of(cfg: JobConfig) -> int:
+    """--lr-ref-batch, by default one replica's batch (seed 004's "lr x size")."""
+    return cfg.lr_ref_batch if cfg.lr_ref_batch is not None else cfg.batch_per_rank
 
 
 def steps_per_epoch(dataset_size: int, global_batch: int, requested: int | None) -> int:

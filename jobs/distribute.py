@@ -24,7 +24,7 @@ import tensorflow as tf
 
 from hpcscale.formats.job_cli import DEFAULT_CROSS_DEVICE_OPS
 from jobs.compat import KERAS3, build_optimizer, optimizer_variables, tf_variables
-from jobs.config import JobConfig, JobUsageError, gpu_only_message
+from jobs.config import JobConfig, JobUsageError, gpu_only_message, lr_scale, ref_batch_of
 
 EPOCH_METRICS_TENSOR = "hpcscale_epoch_metrics"
 
@@ -32,14 +32,22 @@ EPOCH_METRICS_TENSOR = "hpcscale_epoch_metrics"
 class ScaledWarmup(tf.keras.optimizers.schedules.LearningRateSchedule):
     """TensorFlow twin of `jobs.config.scaled_lr` (which is the tested definition)."""
 
-    def __init__(self, base_lr: float, replicas: int, warmup_steps: float) -> None:
+    def __init__(
+        self,
+        base_lr: float,
+        warmup_steps: float,
+        global_batch: int,
+        ref_batch: int,
+        rule: str = "linear",
+    ) -> None:
         super().__init__()
         self.base_lr = float(base_lr)
-        self.replicas = int(replicas)
         self.warmup_steps = float(warmup_steps)
+        self.global_batch, self.ref_batch, self.rule = int(global_batch), int(ref_batch), rule
+        self.target = self.base_lr * lr_scale(rule, self.global_batch, self.ref_batch)
 
     def __call__(self, step: Any) -> tf.Tensor:
-        target = self.base_lr * self.replicas
+        target = self.target
         if self.warmup_steps <= 0:
             return tf.constant(target, tf.float32)
         frac = tf.minimum(tf.cast(step, tf.float32) / self.warmup_steps, 1.0)
@@ -48,8 +56,10 @@ class ScaledWarmup(tf.keras.optimizers.schedules.LearningRateSchedule):
     def get_config(self) -> dict[str, Any]:
         return {
             "base_lr": self.base_lr,
-            "replicas": self.replicas,
             "warmup_steps": self.warmup_steps,
+            "global_batch": self.global_batch,
+            "ref_batch": self.ref_batch,
+            "rule": self.rule,
         }
 
 
@@ -86,10 +96,11 @@ class DistContext:
         updates_per_step: int = 1,
         **kwargs: Any,
     ) -> Any:
-        """An optimizer whose learning rate is scaled by the replica count, with linear warm-up
-        over --warmup-epochs (counted in this optimizer's own updates)."""
+        """An optimizer whose learning rate follows --lr-scaling for this global batch, with
+        linear warm-up over --warmup-epochs (counted in this optimizer's own updates)."""
         warmup = self.cfg.warmup_epochs * self.steps_per_epoch * updates_per_step
-        lr = ScaledWarmup(base_lr, self.replicas, warmup)
+        cfg = self.cfg
+        lr = ScaledWarmup(base_lr, warmup, self.global_batch, ref_batch_of(cfg), cfg.lr_scaling)
         cls = {"adam": tf.keras.optimizers.Adam, "sgd": tf.keras.optimizers.SGD}[kind]
         opt = cls(learning_rate=lr, **kwargs)
         if self.policy == "mixed_float16":

@@ -2,16 +2,21 @@
 
 Order of events (each rank): arm the Horovod timeline (env, before hvd.init) -> distribution
 context (threads, devices, hvd.init or MirroredStrategy) -> seed (seed + rank) -> input pipeline
--> the model file builds networks, optimizers and its train step -> rank 0's variables are
-broadcast -> `--burn-in-steps` untimed steps (graph tracing) -> `--epochs` timed epochs of
-`steps_per_epoch` steps -> batch-norm statistics averaged over ranks -> optional weight check ->
+(jobs/datasets; its own throughput measured untimed, on an iterator of its own) -> the model
+file builds networks, optimizers and its train step -> rank 0's variables are
+broadcast -> `--burn-in-steps` untimed steps (graph tracing) -> the machine's load (jobs/load.py;
+again after the epochs) -> `--epochs` timed epochs of `steps_per_epoch` steps -> batch-norm
+statistics averaged over ranks -> optional weight check ->
 hvd.shutdown() -> rank 0 writes timeline.json (copied), steps.json and last metrics.json
 (formats: hpcscale/formats/), each atomically and durably.
 
 Measurements follow the seed studies: epoch wall time on rank 0; images/s =
 global_batch * steps_per_epoch / epoch time (all ranks' images); fit time = sum of epoch times;
 epoch CPU time = rank 0's process CPU seconds (all its threads) during the epoch;
-losses (and accuracy) = the mean over the epoch's steps, averaged over ranks.
+losses (and accuracy) = the mean over the epoch's steps, averaged over ranks, written as
+train_loss/train_accuracy for CNNs; with a held-out split, validation (jobs/evaluation.py) after
+each epoch's timed steps. `model: classifier` trains with Keras `fit` instead of the loop
+(jobs/keras_fit.py), between the same set-up and the same outputs (`_finish`).
 
 Rank 0 prints one line per epoch, stable for progress displays:
     [hpcscale] epoch 2/5 time_s=12.345 images_per_s=678.9 d_loss=0.6931 g_loss=0.7012
@@ -19,6 +24,7 @@ Rank 0 prints one line per epoch, stable for progress displays:
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import socket
 import sys
@@ -34,11 +40,17 @@ from hpcscale.formats.metrics import SCHEMA_VERSION as METRICS_SCHEMA_VERSION
 from hpcscale.formats.metrics import encode_metrics, metrics_from_dict
 from hpcscale.formats.steps import encode_steps
 from jobs.compat import keras_version, optimizer_variables
-from jobs.config import JobConfig, JobUsageError, percentile
-from jobs.data import make_data
+from jobs.config import JobConfig, JobUsageError, lr_scale, percentile, ref_batch_of
+from jobs.datasets import make_data
 from jobs.distribute import DistContext, make_context
+from jobs.evaluation import VAL_KEYS, for_network
+from jobs.keras_fit import Trained
+from jobs.keras_fit import train as keras_fit
+from jobs.load import machine_id
+from jobs.load import sample as load_sample
 from jobs.models import module_of
 from jobs.provenance import provenance
+from jobs.samples import write_grids
 from jobs.steps import StepLog
 from jobs.timeline import TimelineSwitch
 
@@ -69,6 +81,8 @@ def _run(cfg: JobConfig, started: float, switch: TimelineSwitch) -> int:
     process_batch = cfg.batch_per_rank if ctx.strategy_name == "horovod" else ctx.global_batch
     _seed(cfg.seed + ctx.rank)
     data = make_data(cfg, ctx.rank, ctx.size, ctx.global_batch, process_batch)
+    if cfg.num_classes is None:  # from the data (synthetic: 10)
+        cfg = dataclasses.replace(cfg, num_classes=data.num_classes)
     ctx.steps_per_epoch = data.steps_per_epoch
     log0(
         ctx,
@@ -76,12 +90,18 @@ def _run(cfg: JobConfig, started: float, switch: TimelineSwitch) -> int:
         f"replicas={ctx.replicas} global_batch={ctx.global_batch} "
         f"steps_per_epoch={data.steps_per_epoch} data={data.description}",
     )
+    if cfg.model == "classifier":  # Keras model.fit + Horovod's Keras API (jobs/keras_fit.py)
+        barrier = lambda: ctx.allgather_object(None)  # noqa: E731
+        trained = keras_fit(cfg, ctx, data, lambda: load_sample(barrier, ctx.rank))
+        return _finish(cfg, ctx, data, switch, started, trained)
 
     with ctx.scope():
         wl = module_of(cfg.model).build(cfg, ctx)
     ctx.prepare(wl.networks, wl.optimizers)
     step = ctx.compile_step(wl.train_step)
     batches = iter(ctx.distribute(data.dataset))
+    if wl.pretrain is not None:  # untimed, before burn-in (StackGAN stage 2: Stage-I first)
+        wl.pretrain(batches)
     log = StepLog()
 
     t0 = time.monotonic()
@@ -91,9 +111,12 @@ def _run(cfg: JobConfig, started: float, switch: TimelineSwitch) -> int:
         log.burn_in(s, time.monotonic_ns())
     burn_in_s = time.monotonic() - t0
 
+    barrier = lambda: ctx.allgather_object(None)  # noqa: E731
+    load_start = load_sample(barrier, ctx.rank)  # the machine's load before the timed epochs
     epoch_times: list[float] = []
     epoch_cpu: list[float] = []
     history: dict[str, list[float]] = defaultdict(list)
+    held_out = for_network(ctx, data, wl.networks[0]) if cfg.workload == "cnn" else None
     for epoch in range(cfg.epochs):
         sums: dict[str, float] = defaultdict(float)
         e0, c0 = time.monotonic_ns(), time.process_time()
@@ -106,6 +129,8 @@ def _run(cfg: JobConfig, started: float, switch: TimelineSwitch) -> int:
         epoch_times.append((time.monotonic_ns() - e0) / 1e9)
         epoch_cpu.append(time.process_time() - c0)
         means = ctx.average_across({k: v / data.steps_per_epoch for k, v in sums.items()})
+        if held_out is not None:  # after the timed steps, with its own val_time_s
+            means.update(held_out())
         for k, v in means.items():
             history[k].append(v)
         ips = ctx.global_batch * data.steps_per_epoch / epoch_times[-1]
@@ -115,15 +140,32 @@ def _run(cfg: JobConfig, started: float, switch: TimelineSwitch) -> int:
             f"epoch {epoch + 1}/{cfg.epochs} time_s={epoch_times[-1]:.3f} "
             f"images_per_s={ips:.1f} {shown}",
         )
+        if wl.samples is not None and ctx.rank == 0:  # after the epoch's clock, local forward
+            write_grids(cfg.run_dir, epoch + 1, wl.samples())
 
+    trained = (wl, log, burn_in_s, (epoch_times, epoch_cpu), dict(history), load_start)
+    return _finish(cfg, ctx, data, switch, started, trained)
+
+
+def _finish(
+    cfg: JobConfig, ctx: DistContext, data: Any, switch: TimelineSwitch, started: float,
+    trained: Trained,
+) -> int:  # fmt: skip
+    """After training, the same for every path: local state, sync check, outputs."""
+    wl, log, burn_in_s, (epoch_times, epoch_cpu), history, load_start = trained
+    barrier = lambda: ctx.allgather_object(None)  # noqa: E731
     ctx.sync_local_state(wl.networks)
+    if wl.save is not None and ctx.rank == 0:
+        wl.save(cfg.run_dir)
     sync = _check_sync(cfg, ctx, wl) if cfg.check_sync or cfg.debug_desync else None
     hostnames = ctx.allgather_object(socket.gethostname())
+    machines = ctx.allgather_object(machine_id())
+    load = {"machines": machines, "start": load_start, "end": load_sample(barrier, ctx.rank)}
     ctx.shutdown()
 
     if ctx.rank == 0:
         _write_outputs(cfg, ctx, wl, data, log, switch, started, burn_in_s,
-                       (epoch_times, epoch_cpu), dict(history), hostnames, sync)  # fmt: skip
+                       (epoch_times, epoch_cpu), dict(history), hostnames, sync, load)  # fmt: skip
     if sync is not None and not sync["identical"]:
         if ctx.rank == 0:
             print(
@@ -183,6 +225,7 @@ def _write_outputs(
     history: dict[str, list[float]],
     hostnames: list[str],
     sync: dict[str, Any] | None,
+    load: dict[str, Any] | None = None,
 ) -> None:
     epoch_times, epoch_cpu = epoch_clocks
     switch.collect(cfg.run_dir)
@@ -190,6 +233,7 @@ def _write_outputs(
     durations = sorted(log.durations_ms())
     params = _param_counts(wl.networks)
     accuracy = history.pop("accuracy", None)
+    held_out = {k: history.pop(k, None) for k in VAL_KEYS}  # None without a held-out split
     lr = cfg.lr if cfg.lr is not None else module_of(cfg.model).DEFAULT_LR
     record = {
         "schema_version": METRICS_SCHEMA_VERSION,
@@ -205,6 +249,7 @@ def _write_outputs(
         "steps_per_epoch": data.steps_per_epoch,
         "dataset_size": data.dataset_size,
         "data": data.description,
+        "input_images_per_s": data.input_images_per_s,
         "image_size": cfg.image_size,
         "num_classes": cfg.num_classes if cfg.workload == "cnn" else None,
         "device": cfg.device,
@@ -213,7 +258,9 @@ def _write_outputs(
         "mixed_precision": ctx.policy,
         "timeline": cfg.timeline,
         "lr": lr,
-        "lr_scaled": lr * ctx.replicas,
+        "lr_scaled": lr * lr_scale(cfg.lr_scaling, ctx.global_batch, ref_batch_of(cfg)),
+        "lr_scaling": cfg.lr_scaling,
+        "lr_ref_batch": ref_batch_of(cfg),
         "warmup_epochs": cfg.warmup_epochs,
         "burn_in_steps": cfg.burn_in_steps,
         "burn_in_s": burn_in_s,
@@ -222,7 +269,9 @@ def _write_outputs(
         "images_per_s": [ctx.global_batch * data.steps_per_epoch / t for t in epoch_times],
         "fit_time_s": sum(epoch_times),
         "losses": history,
-        "accuracy": accuracy,
+        "train_loss": history.get("loss") if cfg.workload == "cnn" else None,
+        "train_accuracy": accuracy,
+        **held_out,
         "step_time": {
             "count": len(durations),
             "mean_ms": sum(durations) / len(durations) if durations else float("nan"),
@@ -238,6 +287,7 @@ def _write_outputs(
         "provenance": provenance(
             tf.__version__, keras_version(), ctx.versions()["horovod"], hostnames, list(cfg.argv)
         ),
+        "load": load,
     }
     metrics = metrics_from_dict(record)
     atomic_write(cfg.run_dir / "metrics.json", encode_metrics(metrics), durable=True)

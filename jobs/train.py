@@ -20,18 +20,46 @@ from jobs.config import (  # noqa: E402
     gpu_only_message,
     process_world_size,
 )
-from jobs.manifest import ARGS, MODELS, Arg, rule_problem  # noqa: E402
+from jobs.manifest import (  # noqa: E402
+    ARGS,
+    CLASSIFIER_ARGS,
+    MODELS,
+    STACKGAN_ARGS,
+    Arg,
+    rule_problem,
+)
 from jobs.models import workload_of  # noqa: E402
 
 DESCRIPTION = """\
 Train one model data-parallel and measure it: epoch wall time, global images/s, losses
-(accuracy for CNNs), step-time percentiles. Rank 0 writes into --run-dir:
+(training and validation accuracy for classifiers), step-time percentiles. Rank 0 writes into
+--run-dir:
   metrics.json   every figure plus provenance (schema: hpcscale/formats/metrics.py)
   steps.json     each timed step's start/end on the monotonic clock + Unix-epoch anchor
   timeline.json  the Horovod timeline, with --timeline (written node-locally, copied at the end)
+  samples/       GANs: a grid from a fixed noise per epoch (samples/epoch_NNN.png)
 
 models: dcgan, sngan, wgan_gp (GANs; --image-size a multiple of 8 below 64 px, of 16 from 64 px)
         resnet50, vgg16 (>= 32 px), inception_v3 (>= 75 px) (tf.keras.applications, weights=None)
+        classifier (Keras model.fit + Horovod's Keras API: --backbone, --weights, --fine-tune,
+                    --augment; >= 32 px; --strategy horovod)
+        stackgan (Stage-I 64 px from text embeddings, --stage 2: x --stage2-factor with
+                  residual blocks; synthetic embeddings or --dataset cub)
+
+data (--dataset; sharded by rank, prefetched; input_images_per_s in metrics.json is the
+pipeline alone, measured untimed before the burn-in):
+  synthetic  noise drawn once per rank and cycled, free per step (default without --data-dir)
+  folder     --data-dir with one sub-folder of images per class (default with --data-dir);
+             the classes are the sub-folders, --num-classes must match or be left out
+  flat       --data-dir of unlabelled images (GANs; CelebA's img_align_celeba/): a centred
+             square of --center-crop px (default the shorter side), resized to --image-size
+  tfrecord   --data-dir of train-*-of-* TFRecords (image/encoded, image/class/label as
+             stored; labelled models need --num-classes); validation-*-of-* is held out
+  cub        StackGAN's CUB layout (images, text embeddings, filenames)
+  held out:  --val-split F (seeded by --seed; folder: stratified by class) or --val-dir DIR
+learning rate: eta = --lr x global_batch / --lr-ref-batch (--lr-scaling linear; sqrt: its
+  square root; none: --lr), reached after --warmup-epochs; --lr-ref-batch defaults to
+  --batch-per-rank, i.e. lr x replicas
 """
 
 EPILOG = """\
@@ -110,7 +138,10 @@ def _add(group: argparse._ArgumentGroup, arg: Arg) -> None:
         return Path(value) if arg.type == "path" else value
 
     convert.__name__ = arg.type  # argparse names the type in its "invalid ... value" errors
-    group.add_argument(arg.flag, dest=arg.name, type=convert, default=arg.default, help=arg.help)
+    shown = {"metavar": "{" + ",".join(arg.choices) + "}"} if arg.choices else {}
+    group.add_argument(
+        arg.flag, dest=arg.name, type=convert, default=arg.default, help=arg.help, **shown
+    )
 
 
 def config_from_args(argv: list[str]) -> JobConfig:
@@ -142,12 +173,18 @@ def config_from_args(argv: list[str]) -> JobConfig:
         mark_cycles=a.mark_cycles,
         timeline_dir=a.timeline_dir,
         data_dir=a.data_dir,
+        dataset=a.dataset,
+        val_split=a.val_split,
+        val_dir=a.val_dir,
+        center_crop=a.center_crop,
         seed=a.seed,
         device=a.device,
         threads=a.threads,
         inter_op_threads=a.inter_op_threads,
         lr=a.lr,
         warmup_epochs=a.warmup_epochs,
+        lr_scaling=a.lr_scaling,
+        lr_ref_batch=a.lr_ref_batch,
         burn_in_steps=a.burn_in_steps,
         width=a.width,
         latent_dim=a.latent_dim,
@@ -156,6 +193,8 @@ def config_from_args(argv: list[str]) -> JobConfig:
         check_sync=a.check_sync,
         debug_desync=a.debug_desync,
         argv=tuple(argv),
+        **{c.name: getattr(a, c.name) for c in CLASSIFIER_ARGS},  # JobConfig fields
+        **{c.name: getattr(a, c.name) for c in STACKGAN_ARGS},
     )
 
 
@@ -183,8 +222,9 @@ def _problem(a: argparse.Namespace) -> str | None:
             return gpu_only_message(a.cross_device_ops)
     if a.mark_cycles and not a.timeline:
         return "--mark-cycles needs --timeline"
-    if a.data_dir is not None and not a.data_dir.is_dir():
-        return f"--data-dir {a.data_dir}: not a directory"
+    for flag, path in (("--data-dir", a.data_dir), ("--val-dir", a.val_dir)):
+        if path is not None and not path.is_dir():
+            return f"{flag} {path}: not a directory"
     return None
 
 

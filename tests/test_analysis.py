@@ -40,6 +40,7 @@ from hpcscale.analysis.targets import (
     campaign_targets,
     fold_targets,
     loss_series,
+    parse_target,
     plateau_index,
     targets,
     time_to_plateau,
@@ -98,12 +99,18 @@ def test_seed000_overhead_and_efficiency_tables() -> None:
         "Model",
         "Strategy",
         "# GPUs",
-        "Comm. overhead (%)",
+        tables.OVERHEAD_LABEL,  # seed 000's "Comm. overhead", named as the arithmetic it is
+        tables.COMM_SHARE_LABEL,
         "Efficiency",
+        "Efficiency 95% CI",
         "Speedup",
+        "Speedup 95% CI",
     ]
     got = {
-        (r["Strategy"], r["# GPUs"]): (round(r["Comm. overhead (%)"], 2), round(r["Efficiency"], 2))
+        (r["Strategy"], r["# GPUs"]): (
+            round(r[tables.OVERHEAD_LABEL], 2),
+            round(r["Efficiency"], 2),
+        )
         for _, r in table.iterrows()
     }
     want = {(s, n): v for s, rows in SEED000_TABLE.items() for n, v in rows.items()}
@@ -1124,10 +1131,10 @@ def test_targets_frame_per_run_against_ranks() -> None:
     )
     with pytest.raises(FrameError, match="no loss named"):
         targets(df, target_loss=1.0, loss_key="typo")
-    # The report's choice: 'loss' if recorded, else the first name (d_loss); the target is the
-    # worst run's best d_loss (1.2, batch 64), so every run reaches it.
-    found = campaign_targets(df)
-    assert (found.loss_key, found.target) == ("d_loss", 1.2)
+    # A target given (campaign `targets:` or `report --target`): no default for a GAN loss.
+    assert not campaign_targets(df).measured
+    found = campaign_targets(df, [parse_target("d_loss<=1.2", "test")])
+    assert [s.text for s in found.specs] == ["d_loss <= 1.2"]
     by_batch = found.cells.set_index("batch_per_rank")
     assert by_batch["epochs_to_target"].to_dict() == {16: 3, 32: 3, 64: 5}
     assert by_batch["time_to_target_s"].to_dict() == {16: 300.0, 32: 270.0, 64: 425.0}

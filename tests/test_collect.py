@@ -161,16 +161,17 @@ def test_load_results_round_trips_lists_and_dicts(campaign: dict[str, Path]) -> 
 def test_collect_command(campaign: dict[str, Path]) -> None:
     wd = str(campaign["wd"])
     proc = hpcscale("collect", "demo", "--timeline", "--json", "--workdir", wd)
-    assert proc.returncode == 0, proc.stderr
+    # exit 1: the corrupt run finished but cannot be read (named); the others are written
+    assert proc.returncode == 1 and campaign["corrupt"].name in proc.stderr, proc.stderr
     out = json.loads(proc.stdout)["campaigns"][0]
     assert len(out["rows"]) == 3 and out["unfinished"] == [campaign["unfinished"].name]
     assert any(p["run_id"] == campaign["corrupt"].name for p in out["problems"])
     # No CAMPAIGN: every campaign in the workdir; a YAML path: its `name:` gives the directory.
     table = hpcscale("collect", "--timeline", "--workdir", wd)
-    assert table.returncode == 0 and "demo: 3 runs" in table.stdout
+    assert table.returncode == 1 and "demo: 3 runs" in table.stdout
     assert campaign["corrupt"].name in table.stderr
     by_yaml = hpcscale("collect", str(campaign["dir"] / "campaign.yaml"), "--workdir", wd)
-    assert by_yaml.returncode == 0, by_yaml.stderr
+    assert by_yaml.returncode == 1, by_yaml.stderr
     missing = hpcscale("collect", "nope", "--workdir", wd)
     assert missing.returncode == 2 and "Traceback" not in missing.stderr
     # trace finds a run by id prefix in the workdir

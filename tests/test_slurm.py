@@ -86,7 +86,8 @@ def stand_in_system(tmp_path: Path, **overrides: object) -> Path:
     jobs.mkdir(exist_ok=True)
     (jobs / "train.py").write_text(STAND_IN)
     spec = yaml.safe_load((SHIPPED_DIR / "slurm-local.yaml").read_text())
-    spec.update({"name": "slurm-test", "jobs_dir": str(jobs), **overrides})
+    # stand-ins measure nothing: their runs go at once, not one at a time as slurm-local's do
+    spec.update({"name": "slurm-test", "jobs_dir": str(jobs), "max_parallel": None, **overrides})
     path = tmp_path / "slurm-test.yaml"
     path.write_text(yaml.safe_dump(spec))
     return path

@@ -90,11 +90,18 @@ def group_ids(df: pd.DataFrame, axis: str) -> pd.Series:
 
 
 def with_baseline(
-    agg: pd.DataFrame, axis: str, metrics: Sequence[str] = ("epoch_time_s", "images_per_s")
+    agg: pd.DataFrame,
+    axis: str,
+    metrics: Sequence[str] = ("epoch_time_s", "images_per_s"),
+    planned: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """Add `group`, `axis` (its name), `axis_value`, `base_axis_value`, `scale` (= axis value /
     baseline's) and `base_<metric>` for each metric, from the group's smallest-axis cell (ties:
-    fewest nodes, then first)."""
+    fewest nodes, then first), plus `baseline_problem` (None, or why there is no baseline).
+
+    `planned` (normalised run fields of every run the campaign planned, finished or not) fixes
+    the baseline at the smallest axis value planned: when that cell has no valid result its
+    group gets NaN baseline metrics (so no speedup or efficiency), never the next cell up."""
     out = agg.copy()
     check_axis(axis)
     out["group"] = group_ids(out, axis) if len(out) else pd.Series(dtype=np.int64)
@@ -104,8 +111,45 @@ def with_baseline(
         out.sort_values(["group", "axis_value", "nodes"], kind="stable").groupby("group").head(1)
     )
     base = base_rows.set_index("group")
+    problem = pd.Series([None] * len(base), index=base.index, dtype=object)
+    if planned is not None and len(planned) and len(base):
+        for g, (value, run_ids) in _planned_baselines(base, axis, planned).items():
+            if value < base.at[g, "axis_value"]:
+                base.loc[g, [m for m in metrics if m in base.columns]] = np.nan
+                base.at[g, "axis_value"] = value
+                problem[g] = (
+                    f"its baseline, {axis}={value:g}, has no valid result "
+                    f"(run {', '.join(run_ids)})"
+                )
     out["base_axis_value"] = out["group"].map(base["axis_value"])
     out["scale"] = out["axis_value"] / out["base_axis_value"]
     for m in metrics:
         out[f"base_{m}"] = out["group"].map(base[m]) if m in base.columns else np.nan
+    out["baseline_problem"] = out["group"].map(problem) if len(out) else pd.Series(dtype=object)
     return out
+
+
+def _planned_baselines(
+    base: pd.DataFrame, axis: str, planned: pd.DataFrame
+) -> dict[int, tuple[int, list[str]]]:
+    """Per group (index of `base`, one row per group): the smallest axis value the campaign
+    planned for it and the planned run ids at that value."""
+
+    def key(row: pd.Series) -> tuple:
+        cols = group_keys(axis, str(row["scaling"]))
+        return (row["scaling"], *(None if _missing(row[c]) else row[c] for c in cols))
+
+    lowest: dict[tuple, tuple[int, list[str]]] = {}
+    for _, row in planned.iterrows():
+        k, v = key(row), row[axis]
+        old = lowest.get(k)
+        if old is None or v < old[0]:
+            lowest[k] = (v, [str(row["run_id"])])
+        elif v == old[0]:
+            old[1].append(str(row["run_id"]))
+    found = {g: lowest.get(key(row)) for g, row in base.iterrows()}
+    return {int(g): hit for g, hit in found.items() if hit is not None}
+
+
+def _missing(value: object) -> bool:
+    return value is None or (isinstance(value, float) and np.isnan(value))

@@ -8,6 +8,7 @@ import pandas as pd
 
 from hpcscale.analysis.baseline import aggregate_repeats, with_baseline
 from hpcscale.analysis.frame import check_axis, default_axis, normalise
+from hpcscale.analysis.intervals import with_intervals
 from hpcscale.analysis.models import karp_flatt
 from hpcscale.analysis.overlap import with_overlap
 from hpcscale.analysis.scaling import add_scaling_metrics, with_throughput
@@ -35,11 +36,20 @@ def derive(df: pd.DataFrame, axis: str | None = None) -> pd.DataFrame:
 
     `axis` defaults to the one that varies (nodes, else GPUs, else ranks)."""
     runs = with_throughput(normalise(df))
-    axis = check_axis(axis or default_axis(runs))
-    cells = with_baseline(aggregate_repeats(runs), axis)
+    planned = _planned(df)
+    # the axis the campaign varies, even when only one of its sizes has a result
+    axis = check_axis(axis or default_axis(runs if planned is None else planned))
+    cells = with_baseline(aggregate_repeats(runs), axis, planned=planned)
     with np.errstate(divide="ignore", invalid="ignore"):
         cells = add_scaling_metrics(cells)
         strong = (cells["scaling"] == "strong").to_numpy()
         cells["karp_flatt"] = np.where(strong, karp_flatt(cells["speedup"], cells["scale"]), np.nan)
-    cells = with_overlap(cells)
+    cells = with_intervals(with_overlap(cells), runs)
     return cells.sort_values(["group", "axis_value", "nodes"], kind="stable").reset_index(drop=True)
+
+
+def _planned(df: pd.DataFrame) -> pd.DataFrame | None:
+    """Every run the campaign planned (`df.attrs["planned"]`, from the collector), normalised;
+    None for a frame that does not say (a notebook's own table)."""
+    planned = df.attrs.get("planned")
+    return normalise(pd.DataFrame(planned)) if planned else None

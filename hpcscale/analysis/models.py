@@ -22,6 +22,7 @@ import numpy as np
 import numpy.typing as npt
 
 Law = Literal["amdahl", "gustafson"]
+N_PARAMS = 2  # both laws: a base (T1 or X1) and a serial fraction
 
 
 @dataclass(frozen=True)
@@ -75,6 +76,25 @@ class LawFit:
             half = np.full_like(value, np.nan)
         n_arr = np.atleast_1d(np.asarray(n, dtype=float))
         return Band(n_arr, value, value - half, value + half, level)
+
+
+def fit_problem(fit: LawFit) -> str | None:
+    """Why this fit must not predict, or None: fewer points than parameters + 1 (an exact fit
+    says nothing about the law), or parameters outside their physical range (a base <= 0, a
+    serial fraction outside 0..1: the data scale super-linearly or slow down with scale)."""
+    if fit.n_points < N_PARAMS + 1:
+        return (
+            f"{fit.n_points} measurement(s) for a {N_PARAMS}-parameter law: at least "
+            f"{N_PARAMS + 1} are needed (more sizes or repeats)"
+        )
+    if not np.isfinite(fit.base) or fit.base <= 0:
+        return f"the fitted base value {fit.base:.3g} is not positive"
+    if not 0.0 <= fit.serial_fraction <= 1.0:
+        return (
+            f"the fitted serial fraction {fit.serial_fraction:.3g} lies outside 0..1 "
+            "(the measurements scale super-linearly or slow down with scale)"
+        )
+    return None
 
 
 def fit_amdahl(n: npt.ArrayLike, time_s: npt.ArrayLike, relative: bool = True) -> LawFit:

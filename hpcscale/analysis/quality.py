@@ -8,11 +8,15 @@ columns) and are registered in CHECKS; adding a check is one function plus one l
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 import pandas as pd
+
+from hpcscale.analysis import EXACT_COLUMNS, TIMELINE_COLUMNS, contention
+from hpcscale.analysis.derive import derive
+from hpcscale.analysis.frame import normalise
 
 # "excluded": the run's figures (or some of them) are left out of tables and figures;
 # "flagged": kept, but marked where it is shown.
@@ -30,8 +34,137 @@ class Flag:
 Check = Callable[[pd.DataFrame], list[Flag]]
 
 CHECKS: list[Check] = []
+# Per-epoch figures a truncated timeline gets wrong (they count part of the run only).
+PARTIAL_TIMELINE_COLUMNS: tuple[str, ...] = (
+    *TIMELINE_COLUMNS,
+    *EXACT_COLUMNS,
+    "queue_s",
+    "memcpy_s",
+)
+INCLUDE_PARTIAL = "include_partial_timelines"  # runs.attrs key: keep truncated timelines' figures
+
+
+def unreadable_check(runs: pd.DataFrame) -> list[Flag]:
+    """Finished runs whose results the collector could not read (`attrs["unreadable"]`)."""
+    return [
+        Flag(rid, "unreadable_results", "excluded", f"results unreadable, run left out: {why}")
+        for rid, why in runs.attrs.get("unreadable") or []
+    ]
+
+
+def unfinished_check(runs: pd.DataFrame) -> list[Flag]:
+    """Runs planned but not finished yet (`attrs["unfinished"]`): not in any figure."""
+    return [
+        Flag(rid, "unfinished", "excluded", "not finished (no metrics.json yet), left out")
+        for rid in runs.attrs.get("unfinished") or []
+    ]
+
+
+def truncated_timeline_check(runs: pd.DataFrame) -> list[Flag]:
+    """Runs whose timeline is cut or ends before the last timed step (`timeline_truncated`)."""
+    if "timeline_truncated" not in runs.columns:
+        return []
+    kept = bool(runs.attrs.get(INCLUDE_PARTIAL))
+    out = []
+    for _, row in runs[runs["timeline_truncated"].fillna(False).astype(bool)].iterrows():
+        cov = row.get("timeline_coverage")
+        covers = "" if pd.isna(cov) else f" covers {100 * float(cov):.0f} % of the timed window"
+        what = f"timeline{covers} (cut, or ends before the last timed step): "
+        what += (
+            "its per-epoch timeline figures are kept (--include-partial-timelines)"
+            if kept
+            else "its per-epoch timeline figures are left out (--include-partial-timelines "
+            "keeps them)"
+        )
+        out.append(
+            Flag(str(row["run_id"]), "timeline_truncated", "flagged" if kept else "excluded", what)
+        )
+    return out
+
+
+def baseline_check(runs: pd.DataFrame) -> list[Flag]:
+    """Runs in a group whose baseline cell has no valid result: no speedup or efficiency."""
+    if runs.empty:
+        return []
+    cells = derive(runs)
+    bad = cells[cells["baseline_problem"].notna()]
+    return [
+        Flag(
+            str(rid),
+            "no_baseline",
+            "excluded",
+            f"no speedup or efficiency: {row['baseline_problem']}",
+        )
+        for _, row in bad.iterrows()
+        for rid in row["run_ids"]
+    ]
+
+
+CHECKS += [unreadable_check, unfinished_check, truncated_timeline_check, baseline_check]
+
+
+def without_partial_timelines(runs: pd.DataFrame, include: bool = False) -> pd.DataFrame:
+    """The runs with truncated timelines' per-epoch figures set to NaN (shown as missing), unless
+    `include`; the choice is kept in `attrs` for the checks and the report to say."""
+    out = runs.copy()
+    out.attrs[INCLUDE_PARTIAL] = include
+    if include or "timeline_truncated" not in out.columns:
+        return out
+    cut = out["timeline_truncated"].fillna(False).astype(bool)
+    cols = [c for c in PARTIAL_TIMELINE_COLUMNS if c in out.columns]
+    out.loc[cut, cols] = float("nan")
+    return out
+
+
+def cell_flags(cells: pd.DataFrame, flags: Sequence[Flag]) -> pd.Series:
+    """Per derived cell (`derive` output: `run_ids`), the kinds of flag on its runs, in check
+    order and joined by ", " ("" for a clean cell): what tables show in their "Flags" column."""
+    kinds: dict[str, list[str]] = {}
+    for f in flags:
+        kinds.setdefault(f.run_id, [])
+        if f.kind not in kinds[f.run_id]:
+            kinds[f.run_id].append(f.kind)
+
+    def of(run_ids: object) -> str:
+        found = [
+            k for rid in (run_ids if isinstance(run_ids, list) else []) for k in kinds.get(rid, [])
+        ]
+        return ", ".join(dict.fromkeys(found))
+
+    return pd.Series([of(v) for v in cells["run_ids"]], index=cells.index, dtype=object)
+
+
+def overlap_check(runs: pd.DataFrame) -> list[Flag]:
+    """Runs that shared their machine with another run of the table (analysis.contention)."""
+    return [
+        Flag(f.run_id, "overlap", "flagged", f.reason) for f in contention.overlap_findings(runs)
+    ]
+
+
+def busy_check(runs: pd.DataFrame) -> list[Flag]:
+    """Runs measured while other processes took the CPUs they needed (analysis.contention)."""
+    return [Flag(f.run_id, "busy", "flagged", f.reason) for f in contention.busy_findings(runs)]
+
+
+def superlinear_check(runs: pd.DataFrame) -> list[Flag]:
+    """Efficiency above 1, naming the cause when the baseline run is flagged overlap or busy."""
+    if runs.empty or "run_id" not in runs.columns:
+        return []
+    tainted = contention.contaminated_runs(
+        [("overlap", f) for f in contention.overlap_findings(runs)]
+        + [("busy", f) for f in contention.busy_findings(runs)]
+    )
+    return [
+        Flag(f.run_id, "superlinear", "flagged", f.reason)
+        for f in contention.superlinear_findings(derive(runs), tainted)
+    ]
+
+
+CHECKS += [overlap_check, busy_check, superlinear_check]
 
 
 def quality_flags(runs: pd.DataFrame) -> list[Flag]:
-    """All flags of all registered checks, in check order."""
+    """All flags of all registered checks, in check order. Checks see the frame `normalise`d
+    (the contract's columns filled, run ids as `derive` names them), its attrs kept."""
+    runs = normalise(runs) if len(runs) else runs
     return [flag for check in CHECKS for flag in check(runs)]

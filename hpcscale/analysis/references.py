@@ -75,6 +75,8 @@ METRIC_UNITS: dict[str, str] = {
     "allreduce_bytes_per_step": "B",
     "bus_bandwidth_gbs": "GB/s",
 }
+# Metrics relative to the group's baseline cell: none without it.
+BASELINE_RELATIVE = frozenset({"speedup", "efficiency", "overhead", "overhead_pct", "karp_flatt"})
 _IDENTITY = ("model", "scaling", "device", "strategy", "cross_device_ops", "nodes", "ranks")
 
 
@@ -183,7 +185,8 @@ def _check_one(derived: pd.DataFrame, ref: Reference) -> list[ReferenceResult]:
         label = f"{name} ({ident})" if len(cells) > 1 and ident else name
         measured = float(row[ref.metric]) if pd.notna(row[ref.metric]) else None
         if measured is None:
-            out.append(_fail(ref, f"FAIL {label}: not measured", cell))
+            why = _why_missing(row, ref.metric)
+            out.append(_fail(ref, f"FAIL {label}: no value ({why})", cell))
             continue
         passed = lo <= measured <= hi
         status = "PASS" if passed else "FAIL"
@@ -193,6 +196,14 @@ def _check_one(derived: pd.DataFrame, ref: Reference) -> list[ReferenceResult]:
         )
         out.append(ReferenceResult(ref, measured, passed, msg, cell))
     return out
+
+
+def _why_missing(row: pd.Series, metric: str) -> str:
+    """Why a matching cell has no value: its group's missing baseline, or nothing measured."""
+    problem = row.get("baseline_problem")
+    if metric in BASELINE_RELATIVE and isinstance(problem, str) and problem:
+        return f"{metric} needs the group's baseline; {problem}"
+    return "not measured"
 
 
 def _fail(ref: Reference, message: str, cell: dict[str, Any] | None = None) -> ReferenceResult:

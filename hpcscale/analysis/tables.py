@@ -12,7 +12,9 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from hpcscale.analysis.intervals import LEVEL
 from hpcscale.analysis.references import ReferenceResult, bounds, describe
+from hpcscale.core.vocab import term
 
 AXIS_LABELS: dict[str, str] = {"nodes": "Nodes", "ranks": "Ranks", "gpus": "# GPUs"}
 OVERLAP_DISPLAY: dict[str, str] = {
@@ -25,11 +27,15 @@ OVERLAP_DISPLAY: dict[str, str] = {
     "overlap_pct": "Overlap %",
     "only_comm_pct": "Only communication %",
 }
+# Named by what the sweep of step spans against the timeline measures: on synchronous runs the
+# "overlap" is communication inside a training step, not communication hidden behind compute.
 EXACT_DISPLAY: dict[str, str] = {
-    "exact_compute_s": "Exact compute",
-    "exact_overlap_s": "Exact overlap",
-    "exact_exposed_comm_s": "Exact exposed communication",
+    "exact_compute_s": term("exact_compute_s").label,
+    "exact_overlap_s": term("exact_overlap_s").label,
+    "exact_exposed_comm_s": term("exact_exposed_comm_s").label,
 }
+OVERHEAD_LABEL = "Scaling loss (seed 000 overhead, 1/E−1) (%)"
+COMM_SHARE_LABEL = "Comm. share of epoch (measured, Horovod timeline) (%)"
 _CROSS_DEVICE = {
     "nccl": "NcclAllReduce",
     "reduce_to_one": "ReductionToOneDevice",
@@ -65,7 +71,9 @@ def scaling_table(cells: pd.DataFrame) -> pd.DataFrame:
             "Images/s": ordered["images_per_s"],
             "Fit time (s)": ordered["fit_time_s"],
             "Speedup": ordered["speedup"],
+            f"Speedup {LEVEL:.0%} CI": _ci(ordered, "speedup"),
             "Efficiency": ordered["efficiency"],
+            f"Efficiency {LEVEL:.0%} CI": _ci(ordered, "efficiency"),
             "Epoch time min (s)": ordered["epoch_time_s_min"],
             "Epoch time max (s)": ordered["epoch_time_s_max"],
             "Repeats": ordered["repeats"],
@@ -78,7 +86,9 @@ def scaling_table(cells: pd.DataFrame) -> pd.DataFrame:
 
 
 def overhead_table(cells: pd.DataFrame) -> pd.DataFrame:
-    """Seed 000's table: communication overhead and scaling efficiency per strategy."""
+    """Seed 000's table: its "communication overhead" (1/efficiency - 1, i.e. all scaling loss,
+    labelled as such) beside the communication share measured from the Horovod timeline
+    (comm_s / epoch_time_s), and scaling efficiency per strategy."""
     label = axis_label(cells)
     scaled = cells[cells["scaling"].isin(["weak", "strong"])]
     ordered = _ordered(scaled, ["model", "strategy", "cross_device_ops", "mpi", "axis_value"])
@@ -87,9 +97,12 @@ def overhead_table(cells: pd.DataFrame) -> pd.DataFrame:
             "Model": ordered["model"],
             "Strategy": _strategy_names(ordered),
             label: ordered["axis_value"],
-            "Comm. overhead (%)": ordered["overhead_pct"],
+            OVERHEAD_LABEL: ordered["overhead_pct"],
+            COMM_SHARE_LABEL: 100.0 * ordered["comm_s"] / ordered["epoch_time_s"],
             "Efficiency": ordered["efficiency"],
+            f"Efficiency {LEVEL:.0%} CI": _ci(ordered, "efficiency"),
             "Speedup": ordered["speedup"],
+            f"Speedup {LEVEL:.0%} CI": _ci(ordered, "speedup"),
         }
     ).reset_index(drop=True)
 
@@ -197,9 +210,11 @@ def predictions_table(pred: pd.DataFrame) -> pd.DataFrame:
             "Predicted": pred["predicted"],
             "Lower": pred["lower"],
             "Upper": pred["upper"],
+            "Interval": pred["interval"],
             "Unit": pred["unit"],
             "Serial fraction": pred["serial_fraction"],
             "Serial fraction s.e.": pred["serial_fraction_se"],
+            "Beyond system": pred["beyond_system"].map({True: "beyond max_nodes", False: ""}),
             "Kind": pred["label"],
         }
     ).reset_index(drop=True)
@@ -221,32 +236,40 @@ def comm_cost_table(cost: pd.DataFrame) -> pd.DataFrame:
             "Bandwidth (GB/s)": cost["bandwidth_gbs"],
             "Ring time/step (ms)": 1e3 * cost["ring_time_s"],
             "PS time/step (ms)": 1e3 * cost["ps_time_s"],
-            "Kind": cost["kind"],
+            "Kind": cost["kind"]
+            + cost.get("beyond_system", pd.Series(False, index=cost.index)).map(
+                {True: ", beyond max_nodes", False: ""}
+            ),
         }
     ).reset_index(drop=True)
 
 
 def time_to_target_table(cells: pd.DataFrame) -> pd.DataFrame:
-    """Epochs and wall time to the target loss and accuracy plateau per cell, from
-    `targets.fold_targets` (medians over repeats)."""
+    """Epochs and wall time to each target (or the accuracy plateau) per cell, from
+    `targets.campaign_targets` / `fold_targets` (medians over repeats); a `target` column, when
+    present, names the target of each row."""
     if cells.empty:
         return pd.DataFrame(columns=["Model", "Ranks", "Batch/rank"])
-    keys = ["model", "device", "strategy", "ranks", "batch_per_rank", "global_batch"]
+    keys = ["target", "model", "device", "strategy", "ranks", "batch_per_rank", "global_batch"]
     med = _ordered(cells, keys).reset_index(drop=True)
-    return pd.DataFrame(
+    nan = pd.Series(np.nan, index=med.index)
+    out = pd.DataFrame(
         {
             "Model": med["model"],
             "CPU/GPU": med["device"].str.upper(),
             "Ranks": med["ranks"],
             "Batch/rank": med["batch_per_rank"],
             "Global batch": med["global_batch"],
-            "Epochs to target": med["epochs_to_target"],
-            "Time to target (s)": med["time_to_target_s"],
-            "Plateau epoch": med["plateau_epoch"],
-            "Time to plateau (s)": med["time_to_plateau_s"],
+            "Epochs to target": med.get("epochs_to_target", nan),
+            "Time to target (s)": med.get("time_to_target_s", nan),
+            "Plateau epoch": med.get("plateau_epoch", nan),
+            "Time to plateau (s)": med.get("time_to_plateau_s", nan),
             "Repeats": med["repeats"],
         }
     )
+    if "target" in med.columns:
+        out.insert(0, "Target", med["target"])
+    return out
 
 
 def references_table(results: Sequence[ReferenceResult]) -> pd.DataFrame:
@@ -278,6 +301,16 @@ def references_table(results: Sequence[ReferenceResult]) -> pd.DataFrame:
             "Message",
         ],
     )
+
+
+def _ci(rows: pd.DataFrame, metric: str) -> list[object]:
+    """ "[lo, hi]" per row from `<metric>_lo`/`_hi` (intervals.with_intervals); NaN without one."""
+    lo = rows.get(f"{metric}_lo", pd.Series(np.nan, index=rows.index))
+    hi = rows.get(f"{metric}_hi", pd.Series(np.nan, index=rows.index))
+    return [
+        f"[{a:.3g}, {b:.3g}]" if np.isfinite(a) and np.isfinite(b) else np.nan
+        for a, b in zip(lo.astype(float), hi.astype(float), strict=True)
+    ]
 
 
 def _with_overlap_columns(rows: pd.DataFrame, lead: dict[str, object]) -> pd.DataFrame:

@@ -7,12 +7,16 @@ Plateau rule: with best = max(accuracy), the plateau epoch is the first epoch e 
 is the sum of the per-epoch times up to and including that epoch (epoch_time_s * e when the
 run recorded no per-epoch list).
 
-`campaign_targets` makes the report's choices: which loss to follow ('loss', else the first
-name alphabetically) and which target (the worst run's best value, so every run reaches it).
+Targets are `metric<=value` (a loss: lower is better) or `metric>=value` (an accuracy), set by
+a campaign's `targets:` list or `hpcscale report --target` (`parse_target`). Without one,
+`campaign_targets` uses the default of the workload kind (`model_family`): classifiers ('cnn')
+are judged on the validation-accuracy plateau; GANs have no default, because no single loss of
+theirs falls as the model improves (the discriminator's may fall while the generator fails).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -24,6 +28,13 @@ from hpcscale.analysis.baseline import CELL_KEYS, SHARED, aggregate_repeats
 from hpcscale.analysis.frame import FrameError, normalise
 
 Goal = Literal["min", "max"]
+ACCURACY_COLUMNS: tuple[str, ...] = ("val_accuracy", "train_accuracy")
+# Workload kind (model_family) -> its default target: 'plateau' of val_accuracy, or None.
+DEFAULT_TARGETS: dict[str, str | None] = {"cnn": "val_accuracy plateau", "gan": None}
+TARGET_SYNTAX = re.compile(
+    r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*(<=|>=)\s*([-+]?[0-9.]+(?:[eE][-+]?[0-9]+)?)\s*$"
+)
+TARGET_HELP = "METRIC<=VALUE (a loss) or METRIC>=VALUE (an accuracy), e.g. 'g_loss<=1.2'"
 PLATEAU_WINDOW = 3
 PLATEAU_TOL = 0.01
 TARGET_COLUMNS: tuple[str, ...] = (
@@ -32,6 +43,37 @@ TARGET_COLUMNS: tuple[str, ...] = (
     "plateau_epoch",
     "time_to_plateau_s",
 )
+
+
+@dataclass(frozen=True)
+class TargetSpec:
+    """One training target and where it was set (printed with the results)."""
+
+    metric: str
+    op: Literal["<=", ">="]
+    value: float
+    source: str = ""
+
+    @property
+    def goal(self) -> Goal:
+        return "min" if self.op == "<=" else "max"
+
+    @property
+    def text(self) -> str:
+        return f"{self.metric} {self.op} {self.value:g}"
+
+
+def parse_target(text: str, source: str = "") -> TargetSpec:
+    """'g_loss<=1.2' -> TargetSpec; ValueError naming the syntax otherwise."""
+    m = TARGET_SYNTAX.match(str(text))
+    if not m:
+        raise ValueError(f"target {text!r} is not {TARGET_HELP}")
+    try:
+        value = float(m.group(3))
+    except ValueError:
+        raise ValueError(f"target {text!r}: {m.group(3)!r} is not a number") from None
+    op: Literal["<=", ">="] = "<=" if m.group(2) == "<=" else ">="
+    return TargetSpec(m.group(1), op, value, source)
 
 
 @dataclass(frozen=True)
@@ -117,10 +159,13 @@ def targets(
     loss_key: str | None = None,
     window: int = PLATEAU_WINDOW,
     tol: float = PLATEAU_TOL,
+    goal: Goal = "min",
 ) -> pd.DataFrame:
     """Per run: run_id, the cell's run fields (baseline.CELL_KEYS, so `fold_targets` can fold
     repeats like every other metric), repeat, epochs_to_target, time_to_target_s (when
-    target_loss is given), plateau_epoch, time_to_plateau_s. Not reached: NaN."""
+    target_loss is given), plateau_epoch, time_to_plateau_s. Not reached: NaN. `loss_key` may
+    name an accuracy column (val_accuracy, train_accuracy) as well as a loss; `goal` 'max'
+    means at or above the target."""
     runs = normalise(df)
     out = runs[["run_id", *CELL_KEYS, "repeat"]].copy()
     cols: dict[str, list[float]] = {name: [] for name in TARGET_COLUMNS}
@@ -131,18 +176,19 @@ def targets(
         hit = None
         if target_loss is not None:
             try:
-                series = loss_series(run["losses"], loss_key)
+                series = _series(run, loss_key)
             except FrameError as err:  # another model in the same table: judged below
                 missing.append(err)
                 series = np.array([], dtype=float)
-            hit = time_to_target(times, series, target_loss, "min", mean)
+            hit = time_to_target(times, series, target_loss, goal, mean)
         acc = _list(run["val_accuracy"])
         flat = time_to_plateau(times, acc, window, tol, mean) if acc is not None else None
         cols["epochs_to_target"].append(hit.epoch if hit else np.nan)
         cols["time_to_target_s"].append(hit.wall_s if hit else np.nan)
         cols["plateau_epoch"].append(flat.epoch if flat else np.nan)
         cols["time_to_plateau_s"].append(flat.wall_s if flat else np.nan)
-    if missing and len(missing) == runs["losses"].map(lambda v: _list(v) is not None).sum():
+    recorded = runs["losses"].map(lambda v: _list(v) is not None).sum()
+    if missing and loss_key not in ACCURACY_COLUMNS and len(missing) == recorded:
         raise missing[0]  # no run has that loss: a typo, not a mixed table
     for name, values in cols.items():
         out[name] = np.asarray(values, dtype=float)
@@ -196,28 +242,57 @@ def common_target(losses: pd.Series, key: str) -> float | None:
 
 @dataclass(frozen=True)
 class CampaignTargets:
-    """Times to target for a whole campaign, with the loss and target chosen for it."""
+    """Times to target for a whole campaign: the targets followed (`specs`, empty when the
+    default plateau is used), per run and per cell with a `target` column naming each, and
+    `unset`: workload kinds with no default and no target given (the report says how to set
+    one)."""
 
-    loss_key: str | None
-    target: float | None
-    per_run: pd.DataFrame  # targets()
-    cells: pd.DataFrame  # fold_targets(per_run)
+    specs: tuple[TargetSpec, ...]
+    per_run: pd.DataFrame
+    cells: pd.DataFrame
+    unset: tuple[str, ...] = ()
+    default: str | None = None  # the default used (e.g. 'val_accuracy plateau'), if any
 
     @property
     def measured(self) -> bool:
-        """Whether any run reached the target or a plateau (else there is nothing to show)."""
+        """Whether any run reached a target or a plateau (else there is nothing to show)."""
         found = [c for c in ("time_to_target_s", "time_to_plateau_s") if c in self.per_run]
         return bool(found) and bool(self.per_run[found].notna().any().any())
 
 
-def campaign_targets(df: pd.DataFrame) -> CampaignTargets:
-    """Time to the common target loss (see the module doc) and to the accuracy plateau, per
-    run and per cell. No loss recorded: only plateaus."""
+def campaign_targets(df: pd.DataFrame, specs: Sequence[TargetSpec] = ()) -> CampaignTargets:
+    """Time to each target in `specs`, per run and per cell; without specs, the default of each
+    workload kind (DEFAULT_TARGETS): the val_accuracy plateau for classifiers, none for GANs."""
     runs = normalise(df)
-    key = choose_loss(runs["losses"])
-    target = common_target(runs["losses"], key) if key else None
-    per_run = targets(runs, target_loss=target, loss_key=key if target is not None else None)
-    return CampaignTargets(key, target, per_run, fold_targets(per_run))
+    if specs:
+        per, cells = [], []
+        for spec in specs:
+            one = targets(runs, target_loss=spec.value, loss_key=spec.metric, goal=spec.goal)
+            one = one.assign(plateau_epoch=np.nan, time_to_plateau_s=np.nan)
+            per.append(one.assign(target=spec.text, target_source=spec.source))
+            cells.append(fold_targets(one).assign(target=spec.text, target_source=spec.source))
+        return CampaignTargets(tuple(specs), pd.concat(per), pd.concat(cells, ignore_index=True))
+    raw = runs["model_family"] if "model_family" in runs else pd.Series([None] * len(runs))
+    family = raw.astype(object).where(raw.notna(), "").reset_index(drop=True)
+    kinds = sorted({str(f) for f in family})
+    unset = tuple(k or "unknown" for k in kinds if DEFAULT_TARGETS.get(k) is None)
+    classifiers = runs[family.to_numpy() == "cnn"]
+    per_run = targets(classifiers)  # no target: epochs/time to target stay NaN
+    source = "default for classifiers (model_family cnn)"
+    per_run = per_run.assign(target="val_accuracy plateau", target_source=source)
+    cells = fold_targets(per_run).assign(target="val_accuracy plateau", target_source=source)
+    default = "val_accuracy plateau" if len(classifiers) else None
+    return CampaignTargets((), per_run, cells, unset, default)
+
+
+def _series(run: pd.Series, metric: str | None) -> np.ndarray:
+    """Per-epoch values of `metric`: an accuracy column, else a loss of `losses`."""
+    if metric in ACCURACY_COLUMNS:
+        values = _list(run.get(metric))
+        if values is None:
+            raise FrameError(f"no {metric} recorded")
+        return np.asarray(values, dtype=float)
+    return loss_series(run["losses"], metric)
 
 
 def _pick(names: list[str], key: str | None) -> str:

@@ -20,7 +20,7 @@ from hpcscale.cli.common import (
     print_json,
 )
 from hpcscale.cli.tables import Col, Grid
-from hpcscale.errors import UsageError
+from hpcscale.errors import HpcscaleError, UsageError
 from hpcscale.util.text import plural
 
 
@@ -110,13 +110,24 @@ def collect(
         bool, typer.Option("--timeline", help="also read Horovod timelines and steps.json")
     ] = False,
     json_out: JsonOpt = False,
+    include_partial_timelines: Annotated[
+        bool,
+        typer.Option(
+            "--include-partial-timelines",
+            help="show the per-epoch timeline figures of truncated timelines (hidden by default; "
+            "the saved table keeps them, marked timeline_truncated)",
+        ),
+    ] = False,
     include_stale: IncludeStaleOpt = False,
     workdir: WorkdirOpt = None,
 ) -> None:
-    """Gather finished runs' metrics (and timelines) into results.parquet and results.csv."""
+    """Gather finished runs' metrics (and timelines) into results.parquet and results.csv.
+
+    Exit code 1 when finished runs' results are unreadable (named; the others are written)."""
     from hpcscale.collect.collector import frame_of
 
     reports: list[dict[str, Any]] = []
+    unreadable: list[str] = []
     for res in api.collect(
         campaign,
         workdir,
@@ -124,8 +135,10 @@ def collect(
         progress=not json_out,
         include_stale=include_stale,
     ):
+        unreadable += [f"{res.campaign}/{p.run_id}" for p in res.unreadable]
+        rows = res.rows if include_partial_timelines else [_hide_partial(r) for r in res.rows]
         if json_out:
-            df = frame_of(res.rows)
+            df = frame_of(rows)
             reports.append(
                 {
                     "campaign": res.campaign,
@@ -143,20 +156,34 @@ def collect(
                 }
             )
             continue
-        _print_collected(res, with_timeline)
+        _print_collected(res, rows, with_timeline)
     if json_out:
         print_json({"campaigns": reports})
+    if unreadable:
+        raise HpcscaleError(
+            f"{plural(len(unreadable), 'finished run')} with unreadable results, left out of "
+            f"the table: {', '.join(unreadable)}"
+        )
 
 
-def _print_collected(res: Any, with_timeline: bool) -> None:
+def _hide_partial(row: dict[str, Any]) -> dict[str, Any]:
+    """A row with a truncated timeline's per-epoch figures as NaN (what the report shows)."""
+    from hpcscale.analysis.quality import PARTIAL_TIMELINE_COLUMNS
+
+    if not row.get("timeline_truncated"):
+        return row
+    return {**row, **{c: float("nan") for c in PARTIAL_TIMELINE_COLUMNS if c in row}}
+
+
+def _print_collected(res: Any, rows: list[dict[str, Any]], with_timeline: bool) -> None:
     cols = ["run_id", "model", "nodes", "ranks", "global_batch", "epoch_time_s", "images_per_s"]
     if with_timeline:
         cols += ["comm_s", "exact_overlap_s"]
     t = Grid(
-        f"{res.campaign}: {plural(len(res.rows), 'run')}",
+        f"{res.campaign}: {plural(len(rows), 'run')}",
         [Col(c, key=c == "run_id", right=c not in ("run_id", "model")) for c in cols],
     )
-    for row in sorted(res.rows, key=lambda r: (str(r.get("model")), r.get("ranks") or 0)):
+    for row in sorted(rows, key=lambda r: (str(r.get("model")), r.get("ranks") or 0)):
         t.add_row(*(_cell(row.get(c)) for c in cols))
     t.show(console)
     console.print(

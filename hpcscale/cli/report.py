@@ -48,6 +48,22 @@ def report(
     check: Annotated[
         bool, typer.Option("--check", help="exit 1 if a campaign reference fails (for CI)")
     ] = False,
+    target: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--target",
+            help="time-to-target goal, e.g. 'g_loss<=1.2' or 'val_accuracy>=0.8'; repeat for "
+            "several (replaces the campaign's targets:)",
+            show_default=False,
+        ),
+    ] = None,
+    include_partial_timelines: Annotated[
+        bool,
+        typer.Option(
+            "--include-partial-timelines",
+            help="keep the per-epoch timeline figures of truncated timelines (left out by default)",
+        ),
+    ] = False,
     include_stale: IncludeStaleOpt = False,
     workdir: WorkdirOpt = None,
 ) -> None:
@@ -58,6 +74,8 @@ def report(
         out=out,
         formats=[f.value for f in format or []],
         include_stale=include_stale,
+        targets=target or [],
+        include_partial_timelines=include_partial_timelines,
     )
 
     for rep in result.reports:

@@ -32,8 +32,9 @@ from hpcscale.analysis import (
     RUN_COLUMNS,
     TIMELINE_COLUMNS,
 )
-from hpcscale.collect.run_row import TIMELINE_EXTRA, RunProblem, run_row
+from hpcscale.collect.run_row import TIMELINE_EXTRA, RunProblem, planned_row, run_row
 from hpcscale.core.paths import campaign_dir
+from hpcscale.core.vocab import CONTENTION_COLUMNS, QUALITY_COLUMNS
 from hpcscale.errors import UsageError
 from hpcscale.formats.atomic import atomic_write
 from hpcscale.state.stale import stale_runs
@@ -42,7 +43,8 @@ RESULTS_PARQUET = "results.parquet"
 RESULTS_CSV = "results.csv"
 CACHE_FILE = ".collect-cache.json"
 # Bump when a row's content changes meaning: every cached row is then read again.
-COLLECTOR_VERSION = 3  # 2: model_family, program, run.json typed; 3: campaign_version
+COLLECTOR_VERSION = 5  # 2: model_family, program, run.json typed; 3: campaign_version
+# 4: contention columns (start/end times, machines, load); 5: timeline_truncated, _coverage
 INPUT_FILES = ("run.json", "metrics.json", "timeline.json", "steps.json")
 
 EXTRA_COLUMNS = (
@@ -66,7 +68,9 @@ COLUMNS: tuple[str, ...] = (
     "memcpy_s",
     *EXACT_COLUMNS,
     *TIMELINE_EXTRA,
+    *QUALITY_COLUMNS,
     *EXTRA_COLUMNS,
+    *CONTENTION_COLUMNS,
 )
 NAN = float("nan")
 
@@ -88,6 +92,14 @@ class Collected:
     unfinished: list[str] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
     stale: list[str] = field(default_factory=list)  # runs no longer in the campaign's matrix
+    # run fields (run.json) of every run the campaign planned, finished or not: which cell is
+    # each group's baseline does not depend on which runs happened to finish
+    planned: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def unreadable(self) -> list[Problem]:
+        """Runs that finished but whose results cannot be read (left out of the table)."""
+        return [p for p in self.problems if not p.partial]
 
     @property
     def parquet(self) -> Path:
@@ -179,11 +191,17 @@ def collect_campaign(
         except RunProblem as exc:
             fresh[d.name] = {"fingerprint": fp, "timeline": timeline, "error": str(exc)}
         out.new += 1
+    done = _done_in_ledger(cdir)
     for d in dirs:
         entry = fresh[d.name]
+        if (plan := planned_row(d)) is not None:
+            out.planned.append({**plan, "run_id": d.name})
         if "row" in entry:
             out.rows.append({**entry["row"], "stale": d.name in stale})
             out.problems.extend(Problem(d.name, n, partial=True) for n in entry.get("notes", []))
+        elif str(entry.get("error", "")).startswith("no metrics.json") and d.name in done:
+            why = f"{done[d.name]} in the ledger, but no metrics.json"
+            out.problems.append(Problem(d.name, why))
         elif str(entry.get("error", "")).startswith("no metrics.json"):
             out.unfinished.append(d.name)
         else:
@@ -191,6 +209,18 @@ def collect_campaign(
     write_results(out)
     _save_cache(cache_path, fresh)
     return out
+
+
+def _done_in_ledger(cdir: Path) -> dict[str, str]:
+    """Runs the ledger says completed (run id -> state); none when there is no ledger."""
+    from hpcscale.state.ledger import LEDGER_NAME, Ledger
+    from hpcscale.state.states import RunState
+
+    if not (cdir / LEDGER_NAME).exists():
+        return {}
+    with Ledger(cdir) as ledger:
+        rows = ledger.rows()
+    return {r.run_id: str(r.state) for r in rows if r.state == RunState.COMPLETED}
 
 
 def _progress(items: list[Any], enabled: bool, label: str) -> Iterable[Any]:
@@ -246,6 +276,8 @@ def collect(campaign_dir: str | os.PathLike[str], timeline: bool, **options: boo
     res = collect_campaign(campaign_dir, timeline=timeline, **options)
     df = frame_of(res.rows)
     df.attrs["problems"] = [(p.run_id, p.reason) for p in res.problems]
+    df.attrs["unreadable"] = [(p.run_id, p.reason) for p in res.unreadable]
+    df.attrs["planned"] = list(res.planned)
     df.attrs["unfinished"] = list(res.unfinished)
     df.attrs["stale"] = list(res.stale)
     df.attrs["stale_included"] = bool(options.get("include_stale"))

@@ -11,13 +11,24 @@ from pathlib import Path
 from typing import Any
 
 from hpcscale.analysis import EXACT_COLUMNS, RUN_COLUMNS, TIMELINE_COLUMNS
-from hpcscale.collect.split import exact_split, load_steps
-from hpcscale.collect.timeline import NO_COLLECTIVES, TimelineError, parse_timeline
+from hpcscale.collect.split import Steps, exact_split, load_steps
+from hpcscale.collect.timeline import (
+    NO_COLLECTIVES,
+    TimelineError,
+    TimelineSummary,
+    parse_timeline,
+)
 from hpcscale.errors import HpcscaleError
-from hpcscale.formats.metrics import load_metrics
+from hpcscale.formats.metrics import Metrics, load_metrics
 from hpcscale.formats.run_record import RunRecord, load_run_record
 
 TIMELINE_EXTRA = ("span_s", "timeline_events", "straggler_rank")
+# A timeline that is cut or ends before the last timed step: its per-epoch figures describe
+# part of the run only (hpcscale.analysis.quality leaves them out of the report).
+TRUNCATION_NOTE = (
+    "timeline.json covers {pct:.0f} % of the timed window{cut}: its per-epoch figures are left "
+    "out unless --include-partial-timelines"
+)
 NAN = float("nan")
 
 
@@ -36,9 +47,36 @@ def _list(values: Iterable[float] | None) -> list[float] | None:
     return None if values is None else list(values)
 
 
+def planned_row(run_dir: Path) -> dict[str, Any] | None:
+    """A planned run's fields from its run.json (None when unreadable): its matrix cell."""
+    try:
+        rec = _read_run_json(run_dir / "run.json")
+    except RunProblem:
+        return None
+    return {col: getattr(rec, col, None) for col in RUN_COLUMNS}
+
+
 def _mean(values: Iterable[float]) -> float:
     vals = [float(v) for v in values]
     return sum(vals) / len(vals) if vals else NAN
+
+
+def contention_columns(m: Metrics) -> dict[str, Any]:
+    """When and where the run ran and the machine's load (hpcscale.analysis.contention's
+    inputs); load columns are NaN in files from before runs recorded it."""
+    out: dict[str, Any] = {
+        "started_unix_s": m.started_unix_s,
+        "finished_unix_s": m.finished_unix_s,
+        "hostnames": ",".join(m.provenance.hostnames),
+        "machines": None if m.load is None else ",".join(m.load.machines),
+    }
+    for when in ("start", "end"):
+        sample = None if m.load is None else getattr(m.load, when)
+        for key in ("load_1m", "others_cpus", "other_jobs"):
+            value = None if sample is None else getattr(sample, key)
+            out[f"{key}_{when}"] = NAN if value is None else value
+    out["cpus"] = NAN if m.load is None else m.load.start.cpus
+    return out
 
 
 def run_row(run_dir: Path, timeline: bool) -> tuple[dict[str, Any], list[str]]:
@@ -76,6 +114,9 @@ def run_row(run_dir: Path, timeline: bool) -> tuple[dict[str, Any], list[str]]:
     )
     for col in (*TIMELINE_COLUMNS, "queue_s", "memcpy_s", *EXACT_COLUMNS, *TIMELINE_EXTRA):
         row[col] = NAN
+    row["timeline_truncated"] = False
+    row["timeline_coverage"] = NAN
+    row.update(contention_columns(m))
     notes: list[str] = []
     if timeline:
         notes = _timeline_columns(run_dir, row, m.epochs, m.epochs * m.steps_per_epoch)
@@ -107,8 +148,15 @@ def _timeline_columns(run_dir: Path, row: dict[str, Any], epochs: int, steps: in
         notes.append("no steps.json: per-epoch figures include start-up")
     if s.empty:
         notes.append(f"timeline.json: {NO_COLLECTIVES}")
-    if s.truncated:
-        notes.append("timeline.json ends in a cut record (job killed?)")
+    _coverage(row, s, steps_file)
+    if row["timeline_truncated"]:
+        cov = row["timeline_coverage"]
+        cut = " and ends in a cut record (job killed?)" if s.truncated else ""
+        notes.append(
+            TRUNCATION_NOTE.format(pct=100 * cov, cut=cut)
+            if cov == cov
+            else "timeline.json ends in a cut record (job killed?)"
+        )
     per_epoch = max(epochs, 1)
     for key in ("comm", "negotiate", "wait_for_data", "wait_for_other_tensor_data"):
         row[f"{key}_s"] = s.seconds(key) / per_epoch
@@ -129,3 +177,18 @@ def _timeline_columns(run_dir: Path, row: dict[str, Any], epochs: int, steps: in
             exact_exposed_comm_s=x.exposed_comm_s,
         )
     return notes
+
+
+def _coverage(row: dict[str, Any], s: TimelineSummary, steps: Steps | None) -> None:
+    """`timeline_coverage`: the fraction of the timed window (steps.json) up to the timeline's
+    last time stamp; `timeline_truncated`: a cut last record, or an end before the last timed
+    step began. Without steps.json only a cut record can tell."""
+    row["timeline_truncated"] = bool(s.truncated)
+    if steps is None or s.window_us is None or s.start_time_since_epoch_us is None:
+        return
+    lo, hi = s.window_us
+    end = s.last_ts_us if s.last_ts_us is not None else lo
+    row["timeline_coverage"] = min(max((end - lo) / max(hi - lo, 1), 0.0), 1.0)
+    last_step_us = int(steps.start_unix_ns.max() // 1000) - s.start_time_since_epoch_us
+    if end < last_step_us:
+        row["timeline_truncated"] = True

@@ -123,8 +123,25 @@ class Campaign(BaseModel):
     scaling: Scaling = "none"
     matrix: Matrix = Field(default_factory=Matrix)
     repeats: int = Field(default=1, ge=1, le=100)
+    max_parallel: int | None = Field(
+        default=None, ge=1, description="SLURM array throttle, over the profile's max_parallel"
+    )
     collect: Collect = Field(default_factory=Collect)
     references: list[Reference] = Field(default_factory=list)
+    targets: list[str] = Field(
+        default_factory=list,
+        description="training targets for the report's time to target: 'METRIC<=VALUE' (a loss) "
+        "or 'METRIC>=VALUE' (an accuracy), e.g. 'g_loss<=1.2'",
+    )
+
+    @field_validator("targets")
+    @classmethod
+    def _targets(cls, v: list[str]) -> list[str]:
+        from hpcscale.analysis.targets import parse_target  # pandas: only with targets
+
+        for text in v:
+            parse_target(text)  # ValueError: located by `validate` at targets[i]
+        return v
 
     @field_validator("name")
     @classmethod

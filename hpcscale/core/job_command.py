@@ -41,9 +41,18 @@ def program_argv(run: Run, system: System, run_dir: str | Path) -> list[object]:
             mixed_precision=run.mixed_precision,
             timeline=run.timeline,
             mark_cycles=run.mark_cycles,
-            args=run.args,
+            args=job_args(run),
         ),
     ]
+
+
+def job_args(run: Run) -> dict[str, object]:
+    """The campaign's workload arguments, plus `lr_ref_batch` = the run's global batch under
+    strong scaling (unless given): the learning rate (jobs/manifest.py `lr_scaling`) then stays
+    the same at every scale, while weak scaling grows it with the global batch."""
+    if run.scaling != "strong" or "lr_ref_batch" in run.args:
+        return run.args
+    return {**run.args, "lr_ref_batch": run.global_batch}
 
 
 def horovod_env(run: Run) -> dict[str, object]:

@@ -156,6 +156,12 @@ class System(BaseModel):
     launcher_args: list[str] = Field(default_factory=list)
     sbatch_options: list[str] = Field(default_factory=list, description="extra #SBATCH lines")
     time_limit_min: int = Field(default=60, gt=0)
+    max_parallel: int | None = Field(
+        default=None,
+        gt=0,
+        description="SLURM array throttle (%N) unless the campaign or `submit --max-parallel` "
+        "sets one: at most N runs at once (1 where runs share one machine)",
+    )
     _source: Source | None = PrivateAttr(default=None)  # the profile file, for located errors
 
     @field_validator("partition", "account", "qos")

@@ -167,12 +167,45 @@ TIMELINE_TERMS = _terms(
     Term("allreduce_bytes_per_step", "float", "All-reduce bytes per step", "bytes"),
     Term("bus_bandwidth_gbs", "float", "Bus bandwidth", "GB/s"),
 )
+# The exact view sweeps rank 0's step spans against the timeline's communication: named by what
+# it measures (on synchronous runs communication inside a step is not hidden behind compute).
 EXACT_TERMS = _terms(
-    Term("exact_compute_s", "float", "Compute per epoch (exact)", "s"),
-    Term("exact_overlap_s", "float", "Overlap per epoch (exact)", "s"),
-    Term("exact_exposed_comm_s", "float", "Exposed communication per epoch (exact)", "s"),
+    Term(
+        "exact_compute_s", "float", "Step time outside communication (exact)", "s",
+        "per epoch: inside a training step, no collective running",
+    ),
+    Term(
+        "exact_overlap_s", "float", "Communication inside a step (exact)", "s",
+        "per epoch: a collective running while a training step is in flight",
+    ),
+    Term(
+        "exact_exposed_comm_s", "float", "Communication between steps (exact)", "s",
+        "per epoch: a collective running while no training step is",
+    ),
+)  # fmt: skip
+# How much of a run's data can be trusted (hpcscale.analysis.quality reads them).
+QUALITY_TERMS = _terms(
+    Term("timeline_truncated", "bool", "Timeline truncated", help="cut, or ends before the run"),
+    Term("timeline_coverage", "float", "Timeline coverage", help="fraction of the timed window"),
 )
+# When and where a run ran, and the machine's load (jobs/load.py): the contention checks'
+# inputs (hpcscale.analysis.contention). `machines`/`hostnames`: comma-separated, rank order.
+CONTENTION_TERMS = _terms(
+    Term("started_unix_s", "float", "Started", "unix s"),
+    Term("finished_unix_s", "float", "Finished", "unix s"),
+    Term("machines", "str", "Machines", help="each rank's machine (kernel boot id, else host)"),
+    Term("hostnames", "str", "Hosts"),
+    Term("cpus", "int", "Machine CPUs", help="CPUs of rank 0's machine"),
+    Term("load_1m_start", "float", "1-min load at start"),
+    Term("load_1m_end", "float", "1-min load at end"),
+    Term("others_cpus_start", "float", "Others' CPU use at start", "CPUs"),
+    Term("others_cpus_end", "float", "Others' CPU use at end", "CPUs"),
+    Term("other_jobs_start", "int", "Other SLURM jobs at start"),
+    Term("other_jobs_end", "int", "Other SLURM jobs at end"),
+)
+CONTENTION_COLUMNS: tuple[str, ...] = tuple(CONTENTION_TERMS)
 METRIC_COLUMNS: tuple[str, ...] = tuple(METRIC_TERMS)
+QUALITY_COLUMNS: tuple[str, ...] = tuple(QUALITY_TERMS)
 LIST_COLUMNS: tuple[str, ...] = tuple(LIST_TERMS)
 TIMELINE_COLUMNS: tuple[str, ...] = tuple(TIMELINE_TERMS)
 EXACT_COLUMNS: tuple[str, ...] = tuple(EXACT_TERMS)
@@ -185,6 +218,8 @@ TERMS: dict[str, Term] = {
     **LIST_TERMS,
     **TIMELINE_TERMS,
     **EXACT_TERMS,
+    **QUALITY_TERMS,
+    **CONTENTION_TERMS,
 }
 
 

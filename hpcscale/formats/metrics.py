@@ -6,6 +6,7 @@ two cannot drift. No TensorFlow here: the core package must import without it.
 
 from __future__ import annotations
 
+import math
 import os
 from typing import Any, Literal
 
@@ -58,6 +59,30 @@ class Provenance(_Struct):
     git_revision: str | None
     git_dirty: bool | None
     argv: list[str]
+
+
+class LoadSample(_Struct):
+    """The machine's load at one moment (jobs/load.py). `others_cpus`: CPUs kept busy by other
+    processes during a short window in which every rank of this run sleeps (/proc/stat);
+    `other_jobs`: other running SLURM jobs on this node (None: not under SLURM, or squeue did
+    not answer)."""
+
+    unix_s: float
+    load_1m: float
+    load_5m: float
+    load_15m: float
+    cpus: int
+    others_cpus: float | None
+    other_jobs: int | None
+
+
+class RunLoad(_Struct):
+    """Load at the start (before the timed epochs) and the end (after them), on rank 0's
+    machine; `machines`: each rank's machine identity (kernel boot id, else hostname)."""
+
+    machines: list[str]
+    start: LoadSample
+    end: LoadSample
 
 
 class Metrics(_Struct, kw_only=True):
@@ -116,6 +141,8 @@ class Metrics(_Struct, kw_only=True):
     started_unix_s: float
     finished_unix_s: float
     provenance: Provenance
+    # absent in files from before runs recorded the machine's load
+    load: RunLoad | None = None
 
 
 def json_schema() -> dict[str, Any]:
@@ -136,7 +163,11 @@ def load_metrics(path: str | os.PathLike[str]) -> Metrics:
     """Read and validate one `metrics.json`; every failure names the file."""
     source, raw = read_bytes(path, "metrics")
     try:
-        metrics = msgspec.json.decode(raw, type=Metrics)
+        try:
+            metrics = msgspec.json.decode(raw, type=Metrics)
+        except msgspec.ValidationError:
+            # a diverged run's NaN loss is written as null (JSON has no NaN): read it back as NaN
+            metrics = msgspec.convert(_nan_for_null(msgspec.json.decode(raw)), Metrics)
     except msgspec.ValidationError as exc:
         key = key_of(str(exc))
         raise InputError(source, None, key, f"invalid metrics: {exc}") from exc
@@ -150,3 +181,23 @@ def load_metrics(path: str | os.PathLike[str]) -> Metrics:
             f"schema version {metrics.schema_version} is not the supported {SCHEMA_VERSION}",
         )
     return metrics
+
+
+def _nan_for_null(data: Any) -> Any:
+    """null -> NaN in the per-epoch lists, the loss lists and the step-time figures: the places
+    where the writer's non-finite floats land. Anything else stays as it is (and may still fail
+    validation, naming its key)."""
+    if not isinstance(data, dict):
+        return data
+
+    def fix(values: Any) -> Any:
+        if not isinstance(values, list):
+            return values
+        return [math.nan if v is None else v for v in values]
+
+    out = {k: fix(v) for k, v in data.items()}
+    if isinstance(out.get("losses"), dict):
+        out["losses"] = {k: fix(v) for k, v in out["losses"].items()}
+    if isinstance(out.get("step_time"), dict):
+        out["step_time"] = {k: math.nan if v is None else v for k, v in out["step_time"].items()}
+    return out

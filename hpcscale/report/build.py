@@ -12,9 +12,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
+from hpcscale.analysis.quality import without_partial_timelines
 from hpcscale.errors import HpcscaleError, UsageError
 from hpcscale.formats.atomic import atomic_write
 from hpcscale.formats.run_record import VERSIONS_DIR
@@ -24,6 +26,7 @@ from hpcscale.report.export import ParquetUnavailable, csv_bytes, parquet_bytes
 from hpcscale.report.figures import png_bytes
 from hpcscale.report.model import CampaignReport, Section, Table
 from hpcscale.report.sections import campaign_report
+from hpcscale.report.sections.scaling import system_max_nodes
 
 FORMATS: tuple[str, ...] = ("md", "html", "csv", "parquet")
 DEFAULT_FORMATS: tuple[str, ...] = ("md", "html")
@@ -55,10 +58,14 @@ def build(
     sources: Mapping[Path, CampaignSource] | None = None,
     load: Callable[[CampaignSource], pd.DataFrame] | None = None,
     include_stale: bool = False,
+    targets: Sequence[Any] = (),
+    include_partial_timelines: bool = False,
 ) -> BuildResult:
     """`sources` overrides the campaign file read from a directory (a YAML the user named);
+    `targets` (analysis.targets.TargetSpec, from `report --target`) replace its `targets:`;
     `load` gives a campaign's run table (default: the collector, collecting new runs first,
-    runs no longer in the campaign's matrix left out unless `include_stale`)."""
+    runs no longer in the campaign's matrix left out unless `include_stale`). Truncated
+    timelines' per-epoch figures are left out unless `include_partial_timelines`."""
     load = load or partial(collected_runs, include_stale=include_stale)
     unknown = sorted(set(formats) - set(FORMATS))
     if unknown:
@@ -71,6 +78,7 @@ def build(
         if runs is None or runs.empty:
             empty.append(src.name)
             continue
+        runs = without_partial_timelines(runs, include_partial_timelines)
         stale = runs.attrs.get("stale") or []
         rep = campaign_report(
             runs,
@@ -78,6 +86,8 @@ def build(
             src.description,
             src.references,
             provenance_section(src, set() if runs.attrs.get("stale_included") else set(stale)),
+            targets=list(targets) or src.targets,
+            max_nodes=system_max_nodes(src.system, src.dir),
         )
         if stale:
             rep.notes.append(stale_note(stale, bool(runs.attrs.get("stale_included"))))

@@ -20,6 +20,7 @@ class CampaignSource:
     references: list[Any] = field(default_factory=list)
     timeline: bool = False
     system: str | None = None
+    targets: list[Any] = field(default_factory=list)  # analysis.targets.TargetSpec
 
 
 def campaign_source(cdir: Path, yaml_path: Path | None = None) -> CampaignSource:
@@ -27,6 +28,7 @@ def campaign_source(cdir: Path, yaml_path: Path | None = None) -> CampaignSource
     references are the ones to check), else the resolved copy in the campaign directory.
 
     The system profile is not loaded: a report must not need the cluster's profile to exist."""
+    from hpcscale.analysis.targets import parse_target
     from hpcscale.core.campaign import Campaign
     from hpcscale.core.validation import validate
     from hpcscale.core.yamlsrc import load_yaml
@@ -45,6 +47,10 @@ def campaign_source(cdir: Path, yaml_path: Path | None = None) -> CampaignSource
         references=list(camp.references),
         timeline=camp.collect.timeline,
         system=camp.system,
+        targets=[
+            parse_target(t, f"campaign file {path}:{src.line_of(('targets', i))}")
+            for i, t in enumerate(camp.targets)
+        ],
     )
 
 

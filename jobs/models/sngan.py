@@ -16,6 +16,7 @@ from jobs.compat import KERAS3
 from jobs.config import JobConfig
 from jobs.distribute import DistContext
 from jobs.models.gan_parts import critic, generator
+from jobs.samples import noise_samples
 from jobs.workload import Workload
 
 DEFAULT_LR = 2e-4
@@ -71,4 +72,5 @@ def build(cfg: JobConfig, ctx: DistContext) -> Workload:
         ctx.apply(g_opt, g_grads, g.trainable_variables)
         return {"d_loss": ctx.mean(d_per), "g_loss": ctx.mean(g_per)}
 
-    return Workload([g, d], {"generator": g_opt, "discriminator": d_opt}, train_step)
+    samples = noise_samples(g, cfg.seed, cfg.latent_dim)
+    return Workload([g, d], {"generator": g_opt, "discriminator": d_opt}, train_step, samples)

@@ -19,6 +19,7 @@ import tensorflow as tf
 from jobs.config import JobConfig
 from jobs.distribute import DistContext
 from jobs.models.gan_parts import critic, generator
+from jobs.samples import noise_samples
 from jobs.workload import Workload
 
 DEFAULT_LR = 1e-4
@@ -68,4 +69,5 @@ def build(cfg: JobConfig, ctx: DistContext) -> Workload:
             "g_loss": ctx.mean(g_per),
         }
 
-    return Workload([g, c], {"generator": g_opt, "critic": c_opt}, train_step)
+    samples = noise_samples(g, cfg.seed, cfg.latent_dim)
+    return Workload([g, c], {"generator": g_opt, "critic": c_opt}, train_step, samples)

@@ -79,6 +79,9 @@ class Batch:
     runs: list[tuple[int, Rendered]]  # (array index, run)
     shape: tuple[str, ...]
     array: bool
+    # a job id this batch starts after (afterany): with a throttle, one submit's arrays run one
+    # after another, since %N bounds only the tasks of one array (see `chained`)
+    after: str | None = None
 
     @property
     def run_ids(self) -> list[str]:
@@ -91,14 +94,16 @@ class Batch:
         return arrays_dir(cdir) / f"{self.token}.runs"
 
     def argv(self, cdir: Path, max_parallel: int | None) -> list[str]:
+        dep = [f"--dependency=afterany:{self.after}"] if self.after else []
         if not self.array:
-            return ["sbatch", "--parsable", str(self.runs[0][1].run_dir / "job.sbatch")]
+            return ["sbatch", "--parsable", *dep, str(self.runs[0][1].run_dir / "job.sbatch")]
         spec = index_spec(i for i, _ in self.runs)
         if max_parallel:
             spec += f"%{max_parallel}"
         return [
             "sbatch",
             "--parsable",
+            *dep,
             f"--array={spec}",
             f"--job-name={job_name(self.campaign, self.token)}",
             f"--comment=hpcscale:{self.campaign}:{self.token}",
@@ -137,6 +142,14 @@ def plan(
     return out
 
 
+def chained(batch: Batch, max_parallel: int | None, previous_job: str | None) -> Batch:
+    """`batch` set to start after the same submit's previous sbatch when a throttle is asked
+    for: at most `max_parallel` runs at once across all arrays, not only within each (the
+    local cluster's 1-node and 2-node arrays would otherwise run together on one machine)."""
+    batch.after = previous_job if max_parallel else None
+    return batch
+
+
 def describe(
     rendered: Sequence[Rendered],
     *,
@@ -153,6 +166,7 @@ def describe(
     batches = plan(rendered, array=array, stamp="<stamp>", max_array_size=max_array_size)
     out = []
     for n, b in enumerate(batches, start=1):
+        chained(b, max_parallel, f"<job of sbatch {n - 1}>" if n > 1 else None)
         if b.array:
             out.append(
                 f"# array {n}/{len(batches)}: {len(b.runs)} run(s), indices "

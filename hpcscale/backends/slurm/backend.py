@@ -4,12 +4,14 @@ development one, only through the standard SLURM environment (SLURM_CONF, PATH).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from hpcscale.backends.base import Backend, BackendOptions, Refreshed, Submission
 from hpcscale.backends.slurm import arrays, limits, submit, sync
 from hpcscale.backends.slurm.repair import has_intents
+from hpcscale.core.system import load_system
+from hpcscale.errors import InputError
 
 if TYPE_CHECKING:
     from hpcscale.core.render import Rendered
@@ -26,6 +28,26 @@ class SlurmOptions(BackendOptions):
     array: bool = True
     max_parallel: int | None = None
     follow: bool = False
+
+
+def with_throttle(
+    options: BackendOptions, campaign_max: int | None, system_max: int | None
+) -> BackendOptions:
+    """The array throttle a submit uses: `submit --max-parallel`, else the campaign's
+    `max_parallel`, else the system profile's (slurm-local: 1, since its virtual nodes share
+    one machine and runs at once would measure each other), else none."""
+    if not isinstance(options, SlurmOptions) or options.max_parallel is not None:
+        return options
+    return replace(options, max_parallel=campaign_max or system_max)
+
+
+def profile_throttle(rendered: Sequence[Rendered]) -> int | None:
+    """The runs' system profile's `max_parallel`, for submits that did not resolve one
+    (`resubmit` has no campaign at hand); None when the profile is not found by name."""
+    try:
+        return load_system(rendered[0].run.system).max_parallel if rendered else None
+    except InputError:
+        return None
 
 
 class SlurmBackend(Backend):
@@ -45,7 +67,7 @@ class SlurmBackend(Backend):
             self.campaign_dir,
             force=options.force,
             array=options.array,
-            max_parallel=options.max_parallel,
+            max_parallel=options.max_parallel or profile_throttle(rendered),
             reporter=self.reporter,
             follow=options.follow,
         )

@@ -15,7 +15,13 @@ from typing import Any
 
 from hpcscale.backends.base import Reporter, Submission, wants_submit
 from hpcscale.backends.slurm import query
-from hpcscale.backends.slurm.arrays import Batch, arrays_dir, plan, write_array_files
+from hpcscale.backends.slurm.arrays import (
+    Batch,
+    arrays_dir,
+    chained,
+    plan,
+    write_array_files,
+)
 from hpcscale.backends.slurm.limits import Limits, Room, read_limits, read_usage, room
 from hpcscale.backends.slurm.repair import repair
 from hpcscale.backends.slurm.sync import CANCEL_REQUESTED
@@ -156,10 +162,13 @@ class Submitter:
             batches = plan(
                 todo, indices, array=self.array, stamp=stamp, max_array_size=self.limits.array_tasks
             )
+            previous: str | None = None  # a throttle chains this round's sbatch calls
             for batch in batches:
+                jobs = len(self.out.jobs)
                 with ctrl_c_deferred():
-                    if not self.submit_batch(batch):
+                    if not self.submit_batch(chained(batch, self.max_parallel, previous)):
                         break  # the queue is full after all: the rest waits
+                previous = self.out.jobs[-1] if len(self.out.jobs) > jobs else previous
             return len(self.remaining())
 
     def repair(self) -> None:

@@ -17,6 +17,7 @@ from hpcscale.report.figures.style import (
     axes_grid,
     axis_title,
     colour,
+    interval_bars,
     legend_below,
     line,
     log2_x,
@@ -46,7 +47,9 @@ def throughput(cells: pd.DataFrame) -> Figure | None:
                 ax,
                 x,
                 g["images_per_s"],
-                spread(g, "images_per_s"),
+                interval_bars(g, "images_per_s")
+                if interval_bars(g, "images_per_s") is not None
+                else spread(g, "images_per_s"),
                 marker="o",
                 color=colours[gid],
                 label=names[gid],
@@ -77,7 +80,15 @@ def efficiency(cells: pd.DataFrame) -> Figure | None:
         first = g.iloc[0]
         strat = strategy_name(first["strategy"], first["cross_device_ops"], first["mpi"])
         name = names[gid] if strat in names[gid] else f"{strat}: {names[gid]}"
-        ax.plot(g["axis_value"], g["efficiency"], marker="o", color=colour(i), label=name)
+        line(
+            ax,
+            g["axis_value"],
+            g["efficiency"],
+            interval_bars(g, "efficiency"),
+            marker="o",
+            color=colour(i),
+            label=name,
+        )
     ax.axhline(1.0, ls="--", color="0.35", lw=1.2, label="ideal (efficiency 1)")
     log2_x(ax, scaled["axis_value"])
     top = float(np.nanmax(scaled["efficiency"].to_numpy(float), initial=1.0))
@@ -109,7 +120,7 @@ def extrapolation(cells: pd.DataFrame, curve: pd.DataFrame, points: pd.DataFrame
             _law_group(ax, cells, curve, pts, gid, names.get(gid, str(gid)), law, colour(i))
         if curve[["lower", "upper"]].notna().any().any():
             ax.fill_between(
-                [], [], [], color="0.5", alpha=0.25, label=f"{level:.0%} prediction interval"
+                [], [], [], color="0.5", alpha=0.25, label=f"{level:.0%} prediction interval (t)"
             )
         ax.plot([], [], "o", mfc="white", color="0.35", label="predicted size (not measured)")
         measured_sizes = cells[cells["group"].isin(pts["group"])]["axis_value"]
@@ -127,23 +138,16 @@ def extrapolation(cells: pd.DataFrame, curve: pd.DataFrame, points: pd.DataFrame
             fontsize=9,
             color="0.3",
         )
+        limits = pts.get("system_limit", pd.Series(dtype=float)).astype(float)
+        if np.isfinite(limits).any():
+            ax.axvline(
+                float(limits[np.isfinite(limits)].min()),
+                ls=":",
+                color="0.2",
+                label="system's max_nodes (beyond: not measurable there)",
+            )
         ax.set_ylim(bottom=0)
         ax.set_title(f"{term(metric).label}: {law.capitalize()} extrapolation (prediction)")
-        odd = pts.groupby("group")["serial_fraction"].first()
-        odd = odd[(odd < 0) | (odd > 1)]
-        if len(odd):
-            ax.text(
-                0.98,
-                0.88,
-                "serial fraction outside 0..1 for "
-                + ", ".join(names.get(g, str(g)) for g in odd.index)
-                + ":\nthe law does not describe these measurements",
-                transform=ax.transAxes,
-                va="top",
-                ha="right",
-                fontsize=8,
-                bbox={"facecolor": "white", "edgecolor": "0.6", "alpha": 0.9},
-            )
         ax.set_xlabel(axis_title(str(pts["axis"].iloc[0])))
         ax.set_ylabel(term(metric).heading)
         legend_below(ax, ncols=2)

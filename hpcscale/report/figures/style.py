@@ -117,6 +117,18 @@ def spread(rows: pd.DataFrame, metric: str) -> np.ndarray | None:
     return np.vstack([y - rows[lo].to_numpy(float), rows[hi].to_numpy(float) - y])
 
 
+def interval_bars(rows: pd.DataFrame, metric: str) -> np.ndarray | None:
+    """The confidence interval (`<metric>_lo`/`_hi`, analysis.intervals) as error bars, or None
+    when no row has one (no repeats); rows without one get a zero bar."""
+    lo, hi = f"{metric}_lo", f"{metric}_hi"
+    if lo not in rows.columns or not rows[lo].notna().any():
+        return None
+    y = rows[metric].to_numpy(float)
+    below = np.nan_to_num(y - rows[lo].to_numpy(float))
+    above = np.nan_to_num(rows[hi].to_numpy(float) - y)
+    return np.clip(np.vstack([below, above]), 0, None)
+
+
 def line(ax: Axes, x: Any, y: Any, yerr: np.ndarray | None, **kw: Any) -> None:
     """A plain line (its Line2D carries the label) unless there is a repeat spread to show."""
     if yerr is None:

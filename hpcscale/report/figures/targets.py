@@ -20,25 +20,33 @@ from hpcscale.report.figures.style import (
 
 
 @styled
-def time_to_target(cells: pd.DataFrame, loss_name: str, target: float | None) -> Figure | None:
-    """Wall time to the target loss (and to the accuracy plateau) against ranks, one point per
-    cell of `targets.fold_targets` (median of its repeats), one line per `targets.target_lines`
-    (cells that differ only in scale), so two strategies or knob settings never merge."""
-    values = [
-        ("time_to_target_s", f"To {loss_name} ≤ {target:.3g}" if target is not None else ""),
-        ("time_to_plateau_s", "To the val. accuracy plateau"),
-    ]
-    values = [(c, t) for c, t in values if c in cells.columns and cells[c].notna().any()]
-    if cells.empty or not values:
+def time_to_target(cells: pd.DataFrame) -> Figure | None:
+    """Wall time to each target (a panel per target; the plateau is one) against ranks, one
+    point per cell of `targets.fold_targets` (median of its repeats), one line per
+    `targets.target_lines` (cells that differ only in scale), so two strategies or knob
+    settings never merge."""
+    if cells.empty:
         return None
-    cells = cells.assign(group=target_lines(cells))
-    names = lbl.group_labels(cells)
-    fig = new_figure(3.8, WIDTH if len(values) > 1 else WIDTH * 0.75)
-    for ax, (col, title) in zip(axes_grid(fig, 1, len(values)), values, strict=True):
-        for i, (gid, g) in enumerate(cells.groupby("group", sort=True)):
+    if "target" not in cells.columns:
+        cells = cells.assign(target="target")
+    panels = []
+    for name, sub in cells.groupby("target", sort=True):
+        for col, title in (
+            ("time_to_target_s", f"To {name}"),
+            ("time_to_plateau_s", "To the val. accuracy plateau"),
+        ):
+            if col in sub.columns and sub[col].notna().any():
+                panels.append((sub, col, title))
+    if not panels:
+        return None
+    fig = new_figure(3.8, WIDTH if len(panels) > 1 else WIDTH * 0.75)
+    for ax, (sub, col, title) in zip(axes_grid(fig, 1, len(panels)), panels, strict=True):
+        sub = sub.assign(group=target_lines(sub))
+        names = lbl.group_labels(sub)
+        for i, (gid, g) in enumerate(sub.groupby("group", sort=True)):
             g = g.sort_values("ranks", kind="stable")
             ax.plot(g["ranks"], g[col], marker="o", color=colour(i), label=names[gid])
-        log2_x(ax, cells["ranks"])
+        log2_x(ax, sub["ranks"])
         ax.set_ylim(bottom=0)
         ax.set_title(title)
         ax.set_xlabel(axis_title("ranks"))

@@ -6,7 +6,8 @@ numbers; these modules only give them titles, text, tables and figures. Nothing 
 disk (provenance is read by build.py and passed in).
 
 Modules: scaling (scaling, efficiency, extrapolation), knobs (overlap, fusion, precision,
-hierarchical all-reduce, batch size, CPU layouts), targets (time to target), references.
+hierarchical all-reduce, batch size, CPU layouts), targets (time to target), references,
+quality (Data quality, and how tables mark flagged cells).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 import pandas as pd
 
 from hpcscale.analysis.derive import derive
+from hpcscale.analysis.quality import cell_flags, quality_flags
 from hpcscale.analysis.references import Reference, check_references
 from hpcscale.report.model import CampaignReport, Section
 from hpcscale.report.sections.knobs import (
@@ -27,6 +29,7 @@ from hpcscale.report.sections.knobs import (
     overlap_section,
     precision_section,
 )
+from hpcscale.report.sections.quality import mark_cell_tables, quality_section
 from hpcscale.report.sections.references import references_section
 from hpcscale.report.sections.scaling import (
     efficiency_section,
@@ -44,11 +47,16 @@ def campaign_report(
     description: str = "",
     references: Sequence[Reference | Mapping[str, Any]] = (),
     provenance: Section | None = None,
+    targets: Sequence[Any] = (),
+    max_nodes: int | None = None,
 ) -> CampaignReport:
     """Every applicable section for one campaign's runs (one row per run, collector columns).
     `references` are the campaign's (`hpcscale.core.campaign.Reference`, or mappings with its
-    keys)."""
+    keys). `targets` are `analysis.targets.TargetSpec`s for time to target (none: the workload
+    kind's default); `max_nodes` is the system's, to mark predictions beyond it."""
     cells = derive(runs)
+    flags = quality_flags(runs)
+    cells["flags"] = cell_flags(cells, flags)
     notes: list[str] = []
     results = check_references(cells, references) if references else []
     builders: list[Callable[[], Section | None]] = [
@@ -60,10 +68,12 @@ def campaign_report(
         lambda: hierarchical_section(cells),
         lambda: batch_section(cells),
         lambda: layout_section(cells),
-        lambda: target_section(runs, notes),
-        lambda: extrapolation_section(runs, cells, notes),
+        lambda: target_section(runs, notes, targets),
+        lambda: extrapolation_section(runs, cells, notes, max_nodes),
     ]
     sections = [s for s in (b() for b in builders) if s is not None]
+    sections = [mark_cell_tables(s, cells) for s in sections]
+    sections.append(quality_section(runs, flags))
     if references:
         sections.append(references_section(results))
     if provenance is not None:

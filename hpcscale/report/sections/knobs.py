@@ -10,6 +10,7 @@ from hpcscale.analysis import sweeps, tables
 from hpcscale.report import figures
 from hpcscale.report.labels import with_setting
 from hpcscale.report.model import Section, Table, plot_if
+from hpcscale.report.sections.noise import comparison_table
 
 # Table column -> cell column: how a knob table's rows are matched back to their cells.
 OVERLAP_MATCH: dict[str, str] = {
@@ -30,9 +31,11 @@ def overlap_section(cells: pd.DataFrame) -> Section | None:
     ]
     if "exact_compute_s" in timed.columns and timed["exact_compute_s"].notna().any():
         text.append(
-            "The exact columns sweep the job's own step spans against the timeline's "
-            "communication intervals: compute outside communication, their overlap, and "
-            "communication outside compute (exposed)."
+            "The exact columns sweep rank 0's step spans against the timeline's communication "
+            "intervals and are named by what they measure: step time outside communication, "
+            "communication inside a step (on synchronous runs the all-reduce runs inside the "
+            "step: this is not communication hidden behind compute), and communication "
+            "between steps."
         )
     table = with_setting(
         tables.overlap_table(timed),
@@ -73,7 +76,7 @@ def fusion_section(cells: pd.DataFrame) -> Section | None:
         "fusion",
         "Tensor fusion: cycle time x fusion buffer",
         ["Horovod tensor fusion: HOROVOD_CYCLE_TIME (ms) x HOROVOD_FUSION_THRESHOLD (MB)."],
-        [Table("fusion", "Cycle time x fusion buffer", table)],
+        _with_comparisons([Table("fusion", "Cycle time x fusion buffer", table)], rows, "fusion"),
         plot_if("fusion", "Fusion heat map", figures.fusion_heatmap(rows)),
     )
 
@@ -89,7 +92,9 @@ def precision_section(cells: pd.DataFrame) -> Section | None:
         "precision",
         "FP16 compression and mixed precision",
         ["FP16 = Horovod fp16 compression of the gradients; MP = Keras mixed precision."],
-        [Table("precision", "FP16 all-reduce / mixed precision", table)],
+        _with_comparisons(
+            [Table("precision", "FP16 all-reduce / mixed precision", table)], rows, "precision"
+        ),
     )
 
 
@@ -107,7 +112,9 @@ def hierarchical_section(cells: pd.DataFrame) -> Section | None:
         "hierarchical",
         "Hierarchical all-reduce",
         ["HOROVOD_HIERARCHICAL_ALLREDUCE=1 reduces within a node first, then across nodes."],
-        [Table("hierarchical", "Hierarchical all-reduce", table)],
+        _with_comparisons(
+            [Table("hierarchical", "Hierarchical all-reduce", table)], rows, "hierarchical"
+        ),
     )
 
 
@@ -138,5 +145,13 @@ def layout_section(cells: pd.DataFrame) -> Section | None:
         "layouts",
         "CPU layouts",
         ["Ranks per node x threads per rank on the same nodes (e.g. 1x28, 2x14, 4x7)."],
-        [Table("layouts", "CPU layouts", tables.layout_table(rows))],
+        _with_comparisons(
+            [Table("layouts", "CPU layouts", tables.layout_table(rows))], rows, "layouts"
+        ),
     )
+
+
+def _with_comparisons(tabs: list[Table], rows: pd.DataFrame, key: str) -> list[Table]:
+    """A knob section's tables plus which setting is faster, only where the intervals say so."""
+    compare = comparison_table(rows, f"{key}_comparisons")
+    return tabs if compare is None else [*tabs, compare]

@@ -3,15 +3,20 @@ fitted laws' predictions beyond the largest size measured."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 
 from hpcscale.analysis import tables
-from hpcscale.analysis.extrapolate import comm_cost, extrapolate, predict_at
+from hpcscale.analysis.extrapolate import comm_cost, extrapolate, predict_at, refusals
+from hpcscale.analysis.intervals import INTERVAL_NAME
 from hpcscale.analysis.sweeps import scaled_groups
+from hpcscale.errors import HpcscaleError
 from hpcscale.report import figures
-from hpcscale.report.labels import with_setting
+from hpcscale.report.labels import group_labels, with_setting
 from hpcscale.report.model import Plot, Section, Table, plot_if
+from hpcscale.report.sections.noise import comparison_table
 
 AXIS_NAMES = {"nodes": "nodes", "ranks": "ranks", "gpus": "GPUs"}
 
@@ -27,19 +32,38 @@ def scaling_section(cells: pd.DataFrame) -> Section | None:
         f"the cell with the fewest {axis} among cells that share every other setting.",
         "Images/s is the global throughput: images processed per epoch / epoch time.",
     ]
+    tabs = [Table("scaling", _scaling_title(cells), _scaling_table(cells), interval_note(cells))]
+    compare = comparison_table(cells)
+    if compare is not None:
+        tabs.append(compare)
     return Section(
         "scaling",
         "Scaling results",
         text,
-        [Table("scaling", _scaling_title(cells), _scaling_table(cells))],
+        tabs,
         plot_if(
             "throughput",
             "Throughput against scale",
             figures.throughput(cells),
             "Measured throughput (solid) and the ideal linear scaling from each group's baseline "
-            "(dashed).",
+            "(dashed); error bars: " + _bars(cells),
         ),
     )
+
+
+def interval_note(cells: pd.DataFrame) -> str:
+    """What the CI columns are, or that there are none (no repeats)."""
+    if "speedup_lo" in cells.columns and cells["speedup_lo"].notna().any():
+        return (
+            f"CI: {INTERVAL_NAME}. The baseline cell's speedup and efficiency are 1 by definition."
+        )
+    return "No confidence interval: each cell ran once (set `repeats:` in the campaign)."
+
+
+def _bars(cells: pd.DataFrame) -> str:
+    if "images_per_s_lo" in cells.columns and cells["images_per_s_lo"].notna().any():
+        return f"{INTERVAL_NAME}."
+    return "min and max of the repeats (no interval without repeats)."
 
 
 def _scaling_table(cells: pd.DataFrame) -> pd.DataFrame:
@@ -75,9 +99,12 @@ def efficiency_section(cells: pd.DataFrame) -> Section | None:
         return None
     text = [
         "Strong scaling is judged on time: efficiency = T₁ / (N·T_N). Weak scaling is judged on "
-        "throughput: efficiency = X_N / (N·X₁), with N the scale relative to the baseline. "
-        "Communication overhead = 1/efficiency − 1 = (N·T_N − T₁)/T₁ (an overhead of 8.70 % "
-        "goes with an efficiency of 0.92)."
+        "throughput: efficiency = X_N / (N·X₁), with N the scale relative to the baseline.",
+        'Scaling loss is seed 000\'s "communication overhead", kept for comparison with it: '
+        "1/efficiency − 1 = (N·T_N − T₁)/T₁ (8.70 % goes with an efficiency of 0.92). It counts "
+        "all scaling loss, not only communication. The measured communication share beside it "
+        "is communication per epoch from the Horovod timeline / epoch time (empty without a "
+        "timeline).",
     ]
     return Section(
         "efficiency",
@@ -86,54 +113,68 @@ def efficiency_section(cells: pd.DataFrame) -> Section | None:
         [
             Table(
                 "overhead",
-                "Communication overhead and efficiency per strategy",
+                "Scaling loss (seed 000's overhead), measured communication and efficiency",
                 tables.overhead_table(scaled),
+                interval_note(scaled),
             )
         ],
-        plot_if("efficiency", "Scaling efficiency per strategy", figures.efficiency(scaled)),
+        plot_if(
+            "efficiency",
+            "Scaling efficiency per strategy",
+            figures.efficiency(scaled),
+            "Error bars: " + _bars(scaled).replace("min and max of the repeats", "none"),
+        ),
     )
 
 
 def extrapolation_section(
-    runs: pd.DataFrame, cells: pd.DataFrame, notes: list[str]
+    runs: pd.DataFrame, cells: pd.DataFrame, notes: list[str], max_nodes: int | None = None
 ) -> Section | None:
+    """Fitted laws' predictions, only from physical, over-determined fits; sizes past the
+    system's `max_nodes` are marked (unknown system: nothing is marked, and the text says so)."""
     if cells.empty:
         return None
     axis = str(cells["axis"].iloc[0])
     at = predict_at(cells)
-    points = extrapolate(runs, axis=axis, at=at)
-    cost = comm_cost(runs, axis=axis, at=at)
-    if points.empty and cost.empty:
+    points = extrapolate(runs, axis=axis, at=at, max_nodes=max_nodes)
+    refused = refusals(runs, axis=axis)
+    cost = comm_cost(runs, axis=axis, at=at, max_nodes=max_nodes)
+    if points.empty and cost.empty and refused.empty:
         notes.append("extrapolation: no weak/strong group measured at two sizes or more")
         return None
-    text = ["Predictions, not measurements."]
-    if not points.empty:
-        text[0] += (
-            " Strong scaling: Amdahl's law T(N) = T₁·(s + (1 − s)/N) fitted to every run's "
-            "epoch time; weak scaling: Gustafson's law on throughput. The band is the prediction "
-            "interval of a new measurement; with only two sizes the fit is exact and has no "
-            "interval."
+    text = [
+        "Predictions, not measurements. Strong scaling: Amdahl's law T(N) = T₁·(s + (1 − s)/N) "
+        "fitted to every run's epoch time; weak scaling: Gustafson's law on throughput. A fit "
+        "predicts only with more measurements than its two parameters (sizes × repeats ≥ 3) "
+        "and a serial fraction s within 0..1."
+    ]
+    names = group_labels(cells) if len(cells) else {}
+    for _, r in refused.iterrows():
+        text.append(
+            f"No prediction for {names.get(r['group'], r['model'])} "
+            f"({str(r['law']).capitalize()}): {r['reason']}."
+        )
+    if max_nodes is None:
+        text.append("The system profile could not be loaded: sizes beyond it are not marked.")
+    frames = [f for f in (points, cost) if "beyond_system" in f.columns]
+    if any(bool(f["beyond_system"].any()) for f in frames):
+        text.append(
+            f'Sizes marked "beyond max_nodes" exceed what the system profile\'s max_nodes '
+            f"({max_nodes} node(s)) holds: they could not be measured on it."
         )
     tabs = []
     plots: list[Plot] = []
-    odd = (
-        points[(points["serial_fraction"] < 0) | (points["serial_fraction"] > 1)]
-        if len(points)
-        else points
-    )
-    if not odd.empty:
-        text.append(
-            "Warning: for some groups the fitted serial fraction lies outside 0..1 (e.g. "
-            f"{odd['serial_fraction'].iloc[0]:.3g}): the measurements scale super-linearly or slow "
-            "down with scale, which neither law describes, so their predictions are not meaningful."
-        )
     if not points.empty:
+        text.append(
+            f"The interval is a {points['interval'].iloc[0]}; a lower end below zero is shown as 0."
+        )
+
         tabs.append(
             Table("predictions", "Extrapolated (prediction)", tables.predictions_table(points))
         )
         lo = float(cells["axis_value"].min())
         dense = np.unique(np.concatenate([np.geomspace(lo, max(at), 48), at]))
-        curve = extrapolate(runs, axis=axis, at=dense)
+        curve = extrapolate(runs, axis=axis, at=dense, max_nodes=max_nodes)
         plots = plot_if(
             "extrapolation",
             "Extrapolation (prediction)",
@@ -151,3 +192,16 @@ def extrapolation_section(
             Table("comm_cost", "Ring all-reduce vs parameter server", tables.comm_cost_table(cost))
         )
     return Section("extrapolation", "Extrapolation (predictions)", text, tabs, plots)
+
+
+def system_max_nodes(system: str | None, campaign_dir: Path) -> int | None:
+    """The system profile's max_nodes, or None when the profile cannot be loaded here (a
+    report must not need the cluster's profile)."""
+    if not system:
+        return None
+    from hpcscale.core.system import load_system
+
+    try:
+        return int(load_system(system, relative_to=campaign_dir).max_nodes)
+    except (HpcscaleError, OSError):
+        return None

@@ -1,12 +1,20 @@
-"""The time-to-target section: how long each cell trains to the campaign's common target loss
-and to its validation-accuracy plateau (the choices are `analysis.targets.campaign_targets`)."""
+"""The time-to-target section: how long each cell trains to each target (or, for classifiers by
+default, to its validation-accuracy plateau), with each target's source printed. GANs have no
+default target: the section then says how to set one."""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import pandas as pd
 
 from hpcscale.analysis import tables
-from hpcscale.analysis.targets import PLATEAU_TOL, PLATEAU_WINDOW, campaign_targets
+from hpcscale.analysis.targets import (
+    PLATEAU_TOL,
+    PLATEAU_WINDOW,
+    TargetSpec,
+    campaign_targets,
+)
 from hpcscale.report import figures
 from hpcscale.report.labels import with_setting
 from hpcscale.report.model import Section, Table, plot_if
@@ -21,30 +29,51 @@ MATCH: dict[str, str] = {
     "Time to target (s)": "time_to_target_s",
     "Time to plateau (s)": "time_to_plateau_s",
 }
+HOW_TO_SET = (
+    "Set one in the campaign file (`targets: ['g_loss<=1.2']`) or on the command line "
+    "(`hpcscale report NAME --target 'g_loss<=1.2'`, repeatable; `>=` for an accuracy)."
+)
+PLATEAU_RULE = (
+    f"Plateau rule: with best = the run's highest validation accuracy, the plateau epoch is the "
+    f"first epoch opening {PLATEAU_WINDOW} consecutive epochs all within {PLATEAU_TOL:g} "
+    "(absolute) of best; its time is the wall time of the epochs up to and including it."
+)
 
 
-def target_section(runs: pd.DataFrame, notes: list[str]) -> Section | None:
-    found = campaign_targets(runs)
+def target_section(
+    runs: pd.DataFrame, notes: list[str], specs: Sequence[TargetSpec] = ()
+) -> Section | None:
+    found = campaign_targets(runs, specs)
+    text: list[str] = []
+    for spec in found.specs:
+        text.append(
+            f"Target: {spec.text} (source: {spec.source or 'given'}); the time is the wall time "
+            "of the epochs up to the first one that reaches it."
+        )
+    if found.default:
+        text.append(
+            "Target: validation accuracy plateau (source: default for classifiers, "
+            "model_family cnn). " + PLATEAU_RULE
+        )
+    if found.unset and not found.specs:
+        kinds = ", ".join(found.unset)
+        text.append(
+            f"No default target for workload kind(s) {kinds}: no single GAN loss falls as the "
+            "model improves, so no time to target is shown. " + HOW_TO_SET
+        )
     if not found.measured:
-        notes.append("time to target: no per-epoch losses or validation accuracies recorded")
-        return None
-    key, target, cells = found.loss_key, found.target, found.cells
-    text = []
-    if target is not None:
-        text.append(
-            f"Target: {key} ≤ {target:.4g}, the worst run's best {key}, so every run reaches "
-            "it; the time is the wall time of the epochs up to the first one at or below it."
-        )
-    if found.per_run["time_to_plateau_s"].notna().any():
-        text.append(
-            f"Plateau: the first epoch opening {PLATEAU_WINDOW} epochs all within {PLATEAU_TOL:g} "
-            "of the run's best validation accuracy."
-        )
+        if not text:
+            notes.append("time to target: no per-epoch losses or validation accuracies recorded")
+            return None
+        if found.specs:
+            text.append("No run reached the target(s).")
+        return Section("targets", "Time to target", text)
+    cells = found.cells
     table = with_setting(
         tables.time_to_target_table(cells),
         cells,
         MATCH,
-        ["model", "device", "ranks", "batch_per_rank", "global_batch"],
+        ["target", "model", "device", "ranks", "batch_per_rank", "global_batch"],
     )
     return Section(
         "targets",
@@ -54,6 +83,6 @@ def target_section(runs: pd.DataFrame, notes: list[str]) -> Section | None:
         plot_if(
             "time_to_target",
             "Time to target against ranks",
-            figures.time_to_target(cells, key or "loss", target),
+            figures.time_to_target(cells),
         ),
     )

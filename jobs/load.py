@@ -1,0 +1,98 @@
+"""The machine's load around a run: what else was using the CPUs when it was measured.
+
+A run that shares its cores with other work measures the other work too (issue 13: two array
+tasks of the local cluster ran at once on 2 cores and a 1-node epoch took 3x the local one). So
+every rank calls `sample` at the same point (before the timed epochs, and after them): after a
+barrier, all ranks sleep for WINDOW_S while rank 0 reads /proc/stat, so the CPU time spent in
+that window is other processes' (`others_cpus`, in CPUs). The load averages (1/5/15 min) are
+recorded as well, but they lag by a minute and still hold the previous run's load, so the
+report's busy rule uses `others_cpus`. Under SLURM the other running jobs on this node are
+counted with squeue (short timeout; None when it does not answer).
+
+jobs/ imports from hpcscale only hpcscale.formats, so this module stands alone.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+WINDOW_S = 0.5
+SQUEUE_TIMEOUT_S = 5.0
+BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
+
+
+def machine_id() -> str:
+    """The physical machine: the kernel's boot id (one per booted kernel, so the local
+    cluster's virtual nodes, and containers with their own hostnames, share it), else the
+    hostname."""
+    try:
+        return f"boot:{BOOT_ID.read_text().strip()}"
+    except OSError:
+        return f"host:{socket.gethostname()}"
+
+
+def _cpu_jiffies() -> tuple[int, int] | None:
+    """(busy, total) jiffies of all CPUs since boot, from /proc/stat; None where absent."""
+    try:
+        with open("/proc/stat", encoding="ascii") as f:
+            fields = [int(x) for x in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+    total = sum(fields[:8])  # guest time is already inside user time
+    return total - idle, total
+
+
+def busy_cpus(window_s: float, cpus: int) -> float | None:
+    """CPUs kept busy by processes other than this one during `window_s` of sleep."""
+    before, own0, t0 = _cpu_jiffies(), time.process_time(), time.monotonic()
+    time.sleep(window_s)
+    after, own1, t1 = _cpu_jiffies(), time.process_time(), time.monotonic()
+    if before is None or after is None or after[1] <= before[1]:
+        return None
+    share = (after[0] - before[0]) / (after[1] - before[1])
+    own = (own1 - own0) / max(t1 - t0, 1e-9)  # this process's threads (tf.data, Horovod)
+    return max(share * cpus - own, 0.0)
+
+
+def other_slurm_jobs() -> int | None:
+    """Running SLURM jobs on this node other than this one; None outside SLURM or when
+    squeue does not answer in time."""
+    job, node = os.environ.get("SLURM_JOB_ID"), os.environ.get("SLURMD_NODENAME")
+    if not job or not node:
+        return None
+    argv = ["squeue", "-h", "-w", node, "-t", "R", "-o", "%A"]
+    try:
+        res = subprocess.run(argv, capture_output=True, text=True, timeout=SQUEUE_TIMEOUT_S)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if res.returncode != 0:
+        return None
+    return len({j.strip() for j in res.stdout.split() if j.strip() and j.strip() != job})
+
+
+def sample(barrier: Callable[[], Any], rank: int, window_s: float = WINDOW_S) -> dict[str, Any]:
+    """One load sample (a metrics.json LoadSample). Every rank calls it at the same point: the
+    barrier lines them up, then all sleep, so the window sees only other processes."""
+    barrier()
+    cpus = os.cpu_count() or 1
+    if rank != 0:
+        time.sleep(window_s)
+        return {}
+    others = busy_cpus(window_s, cpus)
+    load = os.getloadavg()
+    return {
+        "unix_s": time.time(),
+        "load_1m": load[0],
+        "load_5m": load[1],
+        "load_15m": load[2],
+        "cpus": cpus,
+        "others_cpus": others,
+        "other_jobs": other_slurm_jobs(),
+    }
