@@ -91,8 +91,7 @@ def _run(cfg: JobConfig, started: float, switch: TimelineSwitch) -> int:
         f"steps_per_epoch={data.steps_per_epoch} data={data.description}",
     )
     if cfg.model == "classifier":  # Keras model.fit + Horovod's Keras API (jobs/keras_fit.py)
-        barrier = lambda: ctx.allgather_object(None)  # noqa: E731
-        trained = keras_fit(cfg, ctx, data, lambda: load_sample(barrier, ctx.rank))
+        trained = keras_fit(cfg, ctx, data, lambda: load_sample(ctx.allgather_object, ctx.rank))
         return _finish(cfg, ctx, data, switch, started, trained)
 
     with ctx.scope():
@@ -111,8 +110,8 @@ def _run(cfg: JobConfig, started: float, switch: TimelineSwitch) -> int:
         log.burn_in(s, time.monotonic_ns())
     burn_in_s = time.monotonic() - t0
 
-    barrier = lambda: ctx.allgather_object(None)  # noqa: E731
-    load_start = load_sample(barrier, ctx.rank)  # the machine's load before the timed epochs
+    # the machine's load before the timed epochs
+    load_start = load_sample(ctx.allgather_object, ctx.rank)
     epoch_times: list[float] = []
     epoch_cpu: list[float] = []
     history: dict[str, list[float]] = defaultdict(list)
@@ -153,14 +152,14 @@ def _finish(
 ) -> int:  # fmt: skip
     """After training, the same for every path: local state, sync check, outputs."""
     wl, log, burn_in_s, (epoch_times, epoch_cpu), history, load_start = trained
-    barrier = lambda: ctx.allgather_object(None)  # noqa: E731
     ctx.sync_local_state(wl.networks)
     if wl.save is not None and ctx.rank == 0:
         wl.save(cfg.run_dir)
     sync = _check_sync(cfg, ctx, wl) if cfg.check_sync or cfg.debug_desync else None
     hostnames = ctx.allgather_object(socket.gethostname())
     machines = ctx.allgather_object(machine_id())
-    load = {"machines": machines, "start": load_start, "end": load_sample(barrier, ctx.rank)}
+    load_end = load_sample(ctx.allgather_object, ctx.rank)
+    load = {"machines": machines, "start": load_start, "end": load_end}
     ctx.shutdown()
 
     if ctx.rank == 0:

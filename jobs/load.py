@@ -49,16 +49,16 @@ def _cpu_jiffies() -> tuple[int, int] | None:
     return total - idle, total
 
 
-def busy_cpus(window_s: float, cpus: int) -> float | None:
-    """CPUs kept busy by processes other than this one during `window_s` of sleep."""
-    before, own0, t0 = _cpu_jiffies(), time.process_time(), time.monotonic()
-    time.sleep(window_s)
-    after, own1, t1 = _cpu_jiffies(), time.process_time(), time.monotonic()
+def busy_cpus(
+    before: tuple[int, int] | None, after: tuple[int, int] | None, cpus: int, ours: float
+) -> float | None:
+    """CPUs kept busy by processes other than this run's ranks between two /proc/stat reads;
+    `ours`: the CPUs the run's own ranks on this machine used meanwhile (their Horovod and
+    tf.data threads keep running while the ranks sleep)."""
     if before is None or after is None or after[1] <= before[1]:
         return None
     share = (after[0] - before[0]) / (after[1] - before[1])
-    own = (own1 - own0) / max(t1 - t0, 1e-9)  # this process's threads (tf.data, Horovod)
-    return max(share * cpus - own, 0.0)
+    return max(share * cpus - ours, 0.0)
 
 
 def other_slurm_jobs() -> int | None:
@@ -77,15 +77,25 @@ def other_slurm_jobs() -> int | None:
     return len({j.strip() for j in res.stdout.split() if j.strip() and j.strip() != job})
 
 
-def sample(barrier: Callable[[], Any], rank: int, window_s: float = WINDOW_S) -> dict[str, Any]:
-    """One load sample (a metrics.json LoadSample). Every rank calls it at the same point: the
-    barrier lines them up, then all sleep, so the window sees only other processes."""
-    barrier()
+def sample(
+    gather: Callable[[Any], list[Any]], rank: int, window_s: float = WINDOW_S
+) -> dict[str, Any]:
+    """One load sample (a metrics.json LoadSample) on rank 0, {} elsewhere. Every rank calls
+    it at the same point with the run's allgather: the first gather lines the ranks up, then
+    all sleep for the window and report their own process CPU, so what is left of the
+    machine's busy time is other processes' (every rank of this run on this machine, not only
+    rank 0, is subtracted)."""
+    gather(None)
     cpus = os.cpu_count() or 1
+    before, own0, t0 = _cpu_jiffies(), time.process_time(), time.monotonic()
+    time.sleep(window_s)
+    after, own1, t1 = _cpu_jiffies(), time.process_time(), time.monotonic()
+    own = (own1 - own0) / max(t1 - t0, 1e-9)
+    me = machine_id()
+    ranks = gather((me, own))
     if rank != 0:
-        time.sleep(window_s)
         return {}
-    others = busy_cpus(window_s, cpus)
+    ours = sum(cpu for machine, cpu in ranks if machine == me)
     load = os.getloadavg()
     return {
         "unix_s": time.time(),
@@ -93,6 +103,6 @@ def sample(barrier: Callable[[], Any], rank: int, window_s: float = WINDOW_S) ->
         "load_5m": load[1],
         "load_15m": load[2],
         "cpus": cpus,
-        "others_cpus": others,
+        "others_cpus": busy_cpus(before, after, cpus, ours),
         "other_jobs": other_slurm_jobs(),
     }

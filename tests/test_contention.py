@@ -172,6 +172,18 @@ def test_real_runs_record_the_load_and_sequential_runs_are_not_flagged(
     for col in ("machines", "cpus", "others_cpus_start", "load_1m_end", "started_unix_s"):
         assert runs[col].notna().all(), col
     assert not flags_of(runs, "overlap")  # the local backend runs one at a time
+    # rank 1's own threads (Horovod's cycle, tf.data) are this run's, not other processes':
+    # counting them made every 2-rank run on 2 cores look busy on an idle machine
+    assert not flags_of(runs, "busy"), runs[["ranks", "others_cpus_start", "others_cpus_end"]]
+
+
+def test_busy_cpus_subtracts_every_rank_of_the_run_on_the_machine() -> None:
+    from jobs.load import busy_cpus
+
+    # 200 of 200 jiffies busy on 2 CPUs = 2 CPUs busy; the run's ranks used 1.5 of them
+    assert busy_cpus((100, 1000), (300, 1200), 2, ours=1.5) == pytest.approx(0.5)
+    assert busy_cpus((100, 1000), (150, 1200), 2, ours=1.5) == 0.0  # never negative
+    assert busy_cpus(None, (150, 1200), 2, ours=0.0) is None
 
 
 def test_overlapping_copy_is_flagged_and_its_superlinear_efficiency_names_the_baseline(
