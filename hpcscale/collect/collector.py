@@ -43,8 +43,9 @@ RESULTS_PARQUET = "results.parquet"
 RESULTS_CSV = "results.csv"
 CACHE_FILE = ".collect-cache.json"
 # Bump when a row's content changes meaning: every cached row is then read again.
-COLLECTOR_VERSION = 5  # 2: model_family, program, run.json typed; 3: campaign_version
+COLLECTOR_VERSION = 6  # 2: model_family, program, run.json typed; 3: campaign_version
 # 4: contention columns (start/end times, machines, load); 5: timeline_truncated, _coverage
+# 6: train_loss, val_loss, input_images_per_s, params, sample_grids
 INPUT_FILES = ("run.json", "metrics.json", "timeline.json", "steps.json")
 
 EXTRA_COLUMNS = (

@@ -79,6 +79,12 @@ def contention_columns(m: Metrics) -> dict[str, Any]:
     return out
 
 
+def sample_grids(run_dir: Path) -> list[str]:
+    """The run's sample grids, oldest epoch first (a StackGAN stage-2 epoch has its stage-1
+    grid `epoch_NNN_stage1.png` right after it): paths relative to the run directory."""
+    return sorted(p.relative_to(run_dir).as_posix() for p in (run_dir / "samples").glob("*.png"))
+
+
 def run_row(run_dir: Path, timeline: bool) -> tuple[dict[str, Any], list[str]]:
     """One table row from a finished run's files, and notes on what is missing from it.
 
@@ -102,6 +108,11 @@ def run_row(run_dir: Path, timeline: bool) -> tuple[dict[str, Any], list[str]]:
         losses={k: list(v) for k, v in m.losses.items()},
         train_accuracy=_list(m.train_accuracy if m.train_accuracy is not None else m.accuracy),
         val_accuracy=_list(m.val_accuracy),
+        train_loss=_list(m.train_loss),
+        val_loss=_list(m.val_loss),
+        input_images_per_s=NAN if m.input_images_per_s is None else m.input_images_per_s,
+        params={name: c.total for name, c in m.params.items()},
+        sample_grids=sample_grids(run_dir),
         system=rec.system,
         program=rec.program,
         model_family=m.workload,

@@ -151,12 +151,33 @@ METRIC_TERMS = _terms(
     Term("fit_time_s", "float", "Fit time", "s"),
     Term("param_count", "int", "Parameters"),
     Term("dataset_size", "int", "Data set", "images"),
+    Term(
+        "input_images_per_s",
+        "float",
+        "Input pipeline throughput",
+        "images/s",
+        "the input pipeline alone, all ranks together; below images_per_s: input-bound",
+    ),
 )
 LIST_TERMS = _terms(
     Term("epoch_times_s", "list", "Epoch times", "s"),
     Term("losses", "list", "Losses"),
     Term("train_accuracy", "list", "Training accuracy"),
     Term("val_accuracy", "list", "Validation accuracy"),
+    Term("train_loss", "list", "Training loss", help="CNNs: per epoch, over the timed steps"),
+    Term("val_loss", "list", "Validation loss", help="per epoch, over the held-out split"),
+    Term(
+        "params",
+        "list",
+        "Parameters per model",
+        help="{model name: trainable + frozen parameters} (generator, discriminator, ...)",
+    ),
+    Term(
+        "sample_grids",
+        "list",
+        "Sample grids",
+        help="the run's sample grid files, oldest first (GANs: samples/epoch_NNN*.png)",
+    ),
 )
 TIMELINE_TERMS = _terms(
     Term("comm_s", "float", "Communication per epoch", "s"),
