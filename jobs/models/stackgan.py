@@ -118,20 +118,34 @@ def _noise(cfg: JobConfig, b: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
     return tf.random.normal([b, cfg.latent_dim]), tf.random.normal([b, cfg.condition_dim])
 
 
+def _gan_update(
+    cfg: JobConfig,
+    ctx: DistContext,
+    nets: tuple,
+    real: tf.Tensor,
+    emb: tf.Tensor,
+    generate: Callable[[], tuple[tf.Tensor, tf.Tensor, tf.Tensor]],
+) -> dict[str, Any]:
+    """One update of D then G, both stages: `generate` draws (image, mu, logvar) under the
+    tapes, so only what feeds the generator differs between the stages."""
+    d = nets[1]
+    with tf.GradientTape() as g_tape, tf.GradientTape() as d_tape:
+        fake, mu, logvar = generate()
+        kl = kl_per_example(mu, logvar)
+        d_per, g_per = _losses(cfg, d, real, fake, emb, kl)
+        losses = ctx.loss(d_per), ctx.loss(g_per)
+    _update(ctx, nets, (g_tape, d_tape), losses)
+    return {"d_loss": ctx.mean(d_per), "g_loss": ctx.mean(g_per), "kl_loss": ctx.mean(kl)}
+
+
 def stage1_step(cfg: JobConfig, ctx: DistContext, nets: tuple, pool: tf.Tensor) -> Step:
     """One Stage-I update of D then G; `nets` = (generator, discriminator, their optimizers)."""
-    g, d = nets[0], nets[1]
+    g = nets[0]
 
     def train_step(batch: Any) -> dict[str, Any]:
         real, emb = _inputs(cfg, batch, pool, cfg.image_size)
         z, eps = _noise(cfg, tf.shape(real)[0])
-        with tf.GradientTape() as g_tape, tf.GradientTape() as d_tape:
-            fake, mu, logvar = g([emb, z, eps], training=True)
-            kl = kl_per_example(mu, logvar)
-            d_per, g_per = _losses(cfg, d, real, fake, emb, kl)
-            losses = ctx.loss(d_per), ctx.loss(g_per)
-        _update(ctx, nets, (g_tape, d_tape), losses)
-        return {"d_loss": ctx.mean(d_per), "g_loss": ctx.mean(g_per), "kl_loss": ctx.mean(kl)}
+        return _gan_update(cfg, ctx, nets, real, emb, lambda: g([emb, z, eps], training=True))
 
     return train_step
 
@@ -140,7 +154,7 @@ def stage2_step(
     cfg: JobConfig, ctx: DistContext, g1: tf.keras.Model, nets: tuple, pool: tf.Tensor
 ) -> Step:
     """One Stage-II update: the frozen Stage-I generator draws, Stage-II refines."""
-    g, d = nets[0], nets[1]
+    g = nets[0]
     size = cfg.image_size * cfg.stage2_factor
 
     def train_step(batch: Any) -> dict[str, Any]:
@@ -149,13 +163,7 @@ def stage2_step(
         z, eps1 = _noise(cfg, b)
         low, _, _ = g1([emb, z, eps1], training=False)
         eps2 = tf.random.normal([b, cfg.condition_dim])
-        with tf.GradientTape() as g_tape, tf.GradientTape() as d_tape:
-            fake, mu, logvar = g([low, emb, eps2], training=True)
-            kl = kl_per_example(mu, logvar)
-            d_per, g_per = _losses(cfg, d, real, fake, emb, kl)
-            losses = ctx.loss(d_per), ctx.loss(g_per)
-        _update(ctx, nets, (g_tape, d_tape), losses)
-        return {"d_loss": ctx.mean(d_per), "g_loss": ctx.mean(g_per), "kl_loss": ctx.mean(kl)}
+        return _gan_update(cfg, ctx, nets, real, emb, lambda: g([low, emb, eps2], training=True))
 
     return train_step
 
