@@ -72,11 +72,12 @@ def test_cpu_layouts_fill_28_cores() -> None:
 
 def test_mirrored_replicas_are_gpus() -> None:
     _, plan = plan_campaign(CAMPAIGNS / "mirrored_reduction.yaml")
-    assert {(r.replicas, r.batch_per_rank) for r in plan.runs} == {
-        (1, 64),
-        (2, 32),
-        (4, 16),
-        (8, 8),
+    # seed 000: weak scaling, 64 per GPU ("the global batch size is also scaled up")
+    assert {(r.replicas, r.batch_per_rank, r.global_batch) for r in plan.runs} == {
+        (1, 64, 64),
+        (2, 64, 128),
+        (4, 64, 256),
+        (8, 64, 512),
     }
     assert all(r.ranks == 1 for r in plan.runs)
 
