@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 HPCSCALE := $(VENV)/bin/hpcscale
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
-APT_PACKAGES := openmpi-bin libopenmpi-dev cmake gcc g++ make python3-dev munge slurmctld slurmd slurm-client slurmdbd mariadb-server
+APT_PACKAGES := openmpi-bin libopenmpi-dev cmake gcc g++ make python3-dev munge slurmctld slurmd slurm-client slurmdbd mariadb-server chromium
 HOROVOD_ENV := HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITH_MPI=1 HOROVOD_WITH_GLOO=1 HOROVOD_WITHOUT_PYTORCH=1 HOROVOD_WITHOUT_MXNET=1
 PYTEST_ARGS ?=
 
@@ -13,7 +13,7 @@ PYTEST_ARGS ?=
 
 setup: system-packages core jobs ## venv in .venv, editable install with dev tools, TF + Horovod for jobs/
 
-system-packages: ## Debian packages: Open MPI and build tools for Horovod, SLURM + MariaDB for the local cluster
+system-packages: ## Debian packages: Open MPI and build tools for Horovod, SLURM + MariaDB for the local cluster, Chromium for the report's browser test
 	@if dpkg -s $(APT_PACKAGES) >/dev/null 2>&1; then echo "system packages: present"; else \
 	  echo "system packages: installing $(APT_PACKAGES)"; \
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $(APT_PACKAGES) >/dev/null; fi
@@ -25,7 +25,7 @@ $(PY):
 venv: $(PY)
 
 core: $(PY) ## the hpcscale package (editable) with dev and bench tools
-	@if $(PY) -c "import hpcscale, hpcscale.collect._scan, pytest, hypothesis, ruff, reframe" 2>/dev/null && [ $(VENV)/.core-stamp -nt pyproject.toml ] && [ $(VENV)/.core-stamp -nt hpcscale/collect/_scan.c ]; then echo "core: present"; else \
+	@if $(PY) -c "import hpcscale, hpcscale.collect._scan, pytest, hypothesis, ruff, reframe, playwright" 2>/dev/null && [ $(VENV)/.core-stamp -nt pyproject.toml ] && [ $(VENV)/.core-stamp -nt hpcscale/collect/_scan.c ]; then echo "core: present"; else \
 	  $(PIP) install -q -e '.[dev,bench]' 'numpy<2' && touch $(VENV)/.core-stamp; fi  # NumPy 1: TF 2.15
 
 jobs: $(PY) system-packages ## TensorFlow 2.15.1 (CPU), Horovod 0.28.1 built against Open MPI + Gloo, mpi4py
@@ -36,14 +36,14 @@ jobs: $(PY) system-packages ## TensorFlow 2.15.1 (CPU), Horovod 0.28.1 built aga
 	  $(HOROVOD_ENV) $(PIP) install -q --no-cache-dir --no-build-isolation horovod==0.28.1; fi
 	@$(PY) -c "import mpi4py" 2>/dev/null || $(PIP) install -q mpi4py
 
-test: setup ## the whole suite: unit, real mpirun, real Horovod, real local SLURM
-	$(PY) -m pytest $(PYTEST_ARGS)
+test: setup ## the whole suite: unit, real mpirun, real Horovod, real local SLURM, the report in headless Chromium
+	HPCSCALE_REQUIRE_BROWSER=1 $(PY) -m pytest $(PYTEST_ARGS)  # setup installed Chromium: missing is a failure
 
 lint: core
 	$(VENV)/bin/ruff check hpcscale jobs tests bench
 	$(VENV)/bin/ruff format --check hpcscale jobs tests bench
 
-demo: setup ## install, run the quickstart here (mpirun) and on a local SLURM cluster, write the report
+demo: setup ## install, run the quickstart here (mpirun) and on a local SLURM cluster, write the report, compare the two
 	$(HPCSCALE) submit campaigns/quickstart.yaml --backend local
 	$(HPCSCALE) status quickstart
 	eval "$$($(HPCSCALE) cluster up)" && \
@@ -52,6 +52,7 @@ demo: setup ## install, run the quickstart here (mpirun) and on a local SLURM cl
 	  rc=$$?; $(HPCSCALE) cluster down; exit $$rc
 	$(HPCSCALE) collect --timeline
 	$(HPCSCALE) report
+	$(HPCSCALE) compare quickstart quickstart_slurm
 
 bench: setup ## each benchmark prints one JSON line (figures as ratios against a baseline run alongside)
 	$(PY) bench/render_bench.py

@@ -2,7 +2,7 @@
 
 The core imports neither TensorFlow nor Horovod; only `jobs/` needs them. The Python API is
 `hpcscale.api` (plan, render, submit, status, cancel, resubmit, collect, report,
-load_results); its functions are also reachable here, imported on first use.
+compare, load_results); its functions are also reachable here, imported on first use.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ _API = frozenset(
         "resubmit",
         "collect",
         "report",
+        "compare",
         "load_results",
         "load_campaign",
         "expand",

@@ -48,6 +48,7 @@ if TYPE_CHECKING:
 
     from hpcscale.collect.collector import Collected
     from hpcscale.report.build import BuildResult
+    from hpcscale.report.compare import CompareResult
 
 PathLike = str | Path
 
@@ -59,6 +60,7 @@ __all__ = [
     "Submission",
     "cancel",
     "collect",
+    "compare",
     "load_results",
     "plan",
     "render",
@@ -363,31 +365,31 @@ def report(
     campaign, or of every campaign in the workdir; reference results are in the return value.
     Stale runs are left out unless `include_stale`, truncated timelines' per-epoch figures
     unless `include_partial_timelines`; `targets` ('g_loss<=1.2') replace the file's `targets:`."""
-    from hpcscale.analysis.targets import parse_target
     from hpcscale.report.build import DEFAULT_FORMATS, build
-    from hpcscale.report.data import campaign_source
+    from hpcscale.report.data import report_inputs
 
-    try:
-        specs = [parse_target(t, "command line (--target)") for t in targets]
-    except ValueError as exc:
-        raise UsageError(f"--target: {exc}") from None
-    wd = resolve_workdir(workdir)
-    dirs = select_campaigns(campaign, wd)
-    sources = {}
-    if campaign is not None and Path(campaign).suffix in (".yaml", ".yml"):
-        # the campaign file named: its references are the ones to check, not the copy's
-        sources = {dirs[0]: campaign_source(dirs[0], Path(campaign))}
-    out_dir = Path(out) if out else (dirs[0] / "report" if len(dirs) == 1 else wd / "report")
-    fmts = list(formats or DEFAULT_FORMATS)
-    return build(
-        dirs,
-        out_dir.absolute(),
-        fmts,
-        sources=sources,
-        include_stale=include_stale,
-        targets=specs,
-        include_partial_timelines=include_partial_timelines,
-    )
+    dirs, out_dir, sources, specs = report_inputs(campaign, workdir, out, targets)
+    return build(dirs, out_dir, list(formats or DEFAULT_FORMATS), sources=sources,
+                 include_stale=include_stale, targets=specs,
+                 include_partial_timelines=include_partial_timelines)  # fmt: skip
+
+
+def compare(
+    campaigns: Sequence[str],
+    workdir: PathLike | None = None,
+    *,
+    on: str | None = None,
+    out: PathLike | None = None,
+    tolerance: float = 0.05,
+    include_stale: bool = False,
+) -> CompareResult:
+    """Campaigns side by side on the scale axis they share (`on`: nodes, ranks or gpus; default:
+    the one all vary), the first as baseline: aligned tables, overlaid figures, differences within
+    noise or not, `regressions` beyond `tolerance` (relative drop). Report: md, html, csv."""
+    from hpcscale.report.compare import compare_campaigns
+
+    return compare_campaigns(campaigns, workdir, on=on, out=out, tolerance=tolerance,
+                             include_stale=include_stale)  # fmt: skip
 
 
 def load_results(campaign: str, workdir: PathLike | None = None) -> pd.DataFrame:

@@ -653,7 +653,14 @@ def test_report_of_a_real_campaign(real: dict[str, Path]) -> None:
     assert len(scaling) == 4 and "Ranks" in scaling[0]  # two cells: 1 and 2 ranks
     pngs = sorted((report_dir / "figures").glob("*.png"))
     # A GAN has no default target, and two sizes cannot fit a 2-parameter law: neither figure.
-    assert {p.stem.split("-", 1)[1] for p in pngs} == {"throughput", "efficiency", "overlap"}
+    # Its losses per epoch and last sample grids are drawn (tests/test_report_training.py).
+    assert {p.stem.split("-", 1)[1] for p in pngs} == {
+        "throughput",
+        "efficiency",
+        "overlap",
+        "learning_curves",
+        "samples",
+    }
     for png in pngs:
         assert f"](figures/{png.name})" in md
         check_png(png.read_bytes())

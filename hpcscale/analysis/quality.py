@@ -12,11 +12,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+import numpy as np
 import pandas as pd
 
 from hpcscale.analysis import EXACT_COLUMNS, TIMELINE_COLUMNS, contention
 from hpcscale.analysis.derive import derive
 from hpcscale.analysis.frame import normalise
+from hpcscale.analysis.scaling import with_throughput
 
 # "excluded": the run's figures (or some of them) are left out of tables and figures;
 # "flagged": kept, but marked where it is shown.
@@ -41,6 +43,7 @@ PARTIAL_TIMELINE_COLUMNS: tuple[str, ...] = (
     "queue_s",
     "memcpy_s",
 )
+INPUT_BOUND = "input_bound"
 INCLUDE_PARTIAL = "include_partial_timelines"  # runs.attrs key: keep truncated timelines' figures
 
 
@@ -160,7 +163,30 @@ def superlinear_check(runs: pd.DataFrame) -> list[Flag]:
     ]
 
 
-CHECKS += [overlap_check, busy_check, superlinear_check]
+def input_bound_check(runs: pd.DataFrame) -> list[Flag]:
+    """Runs whose input pipeline alone (`input_images_per_s`, all ranks) delivers fewer images/s
+    than the run trained at: the throughput is real but the pipeline limits it (flagged, kept).
+    Runs that did not measure their pipeline (NaN) are not judged."""
+    if runs.empty or "input_images_per_s" not in runs.columns:
+        return []
+    runs = normalise(runs)  # idempotent; callers other than quality_flags pass raw tables
+    trained = with_throughput(runs)["images_per_s"].to_numpy(float)
+    pipeline = pd.to_numeric(runs["input_images_per_s"], errors="coerce").to_numpy(float)
+    bound = np.isfinite(trained) & np.isfinite(pipeline) & (pipeline < trained)
+    return [
+        Flag(
+            str(rid),
+            INPUT_BOUND,
+            "flagged",
+            f"input-bound: the input pipeline alone delivers {p:.4g} images/s, below the "
+            f"{t:.4g} images/s trained; its throughput is limited by the input pipeline, not "
+            "by training or communication",
+        )
+        for rid, p, t in zip(runs["run_id"][bound], pipeline[bound], trained[bound], strict=True)
+    ]
+
+
+CHECKS += [overlap_check, busy_check, superlinear_check, input_bound_check]
 
 
 def quality_flags(runs: pd.DataFrame) -> list[Flag]:

@@ -15,6 +15,7 @@ from rich.markup import escape
 from hpcscale import __version__
 from hpcscale.cli import campaign as campaign_cmds
 from hpcscale.cli import collect as collect_cmds
+from hpcscale.cli import compare as compare_cmds
 from hpcscale.cli import models as models_cmds
 from hpcscale.cli import report as report_cmds
 from hpcscale.cli import status as status_cmds
@@ -99,6 +100,7 @@ app.command()(collect_cmds.collect)
 app.command()(collect_cmds.timeline)
 app.command()(collect_cmds.trace)
 app.command()(report_cmds.report)
+app.command()(compare_cmds.compare)
 app.add_typer(cluster_app, name="cluster")
 
 

@@ -3,6 +3,7 @@ options) and the collector's tidy run table."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -65,3 +66,30 @@ def collected_runs(source: CampaignSource, include_stale: bool = False) -> pd.Da
     from hpcscale.collect import collector
 
     return collector.collect(source.dir, timeline=source.timeline, include_stale=include_stale)
+
+
+def report_inputs(
+    campaign: str | None,
+    workdir: str | Path | None,
+    out: str | Path | None = None,
+    targets: Sequence[str] = (),
+) -> tuple[list[Path], Path, dict[Path, CampaignSource], list[Any]]:
+    """What `report` works on: the campaign directories (one named by name, file or directory,
+    else every one in the workdir), the report directory, the campaign files the user named
+    (their references are the ones to check, not the resolved copy's) and the `--target` goals
+    parsed (bad syntax: UsageError)."""
+    from hpcscale.analysis.targets import parse_target
+    from hpcscale.core.paths import select_campaigns
+    from hpcscale.core.paths import workdir as resolve_workdir
+
+    try:
+        specs = [parse_target(t, "command line (--target)") for t in targets]
+    except ValueError as exc:
+        raise UsageError(f"--target: {exc}") from None
+    wd = resolve_workdir(workdir)
+    dirs = select_campaigns(campaign, wd)
+    sources = {}
+    if campaign is not None and Path(campaign).suffix in (".yaml", ".yml"):
+        sources = {dirs[0]: campaign_source(dirs[0], Path(campaign))}
+    out_dir = Path(out) if out else (dirs[0] / "report" if len(dirs) == 1 else wd / "report")
+    return dirs, out_dir.absolute(), sources, specs

@@ -4,14 +4,15 @@ printable; the same content as index.md."""
 from __future__ import annotations
 
 import base64
+import re
 from collections.abc import Sequence
 
 import pandas as pd
 from jinja2 import Environment
 from markupsafe import Markup
 
-from hpcscale.report.fmt import display
-from hpcscale.report.model import CampaignReport
+from hpcscale.report.fmt import MISSING, display
+from hpcscale.report.model import CampaignReport, Plot
 
 TEMPLATE = """<!DOCTYPE html>
 <html lang="en">
@@ -24,15 +25,16 @@ body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; ma
        max-width: 72rem; padding: 0 1rem; color: #222; line-height: 1.45; }
 h1, h2, h3, h4 { line-height: 1.2; }
 table { border-collapse: collapse; margin: 0.5rem 0 1.5rem; font-size: 0.85rem; }
-th, td { border: 1px solid #ccc; padding: 0.25rem 0.5rem; text-align: right; }
+th, td { border: 1px solid #ccc; padding: 0.25rem 0.5rem; text-align: left; }
 th { background: #f3f3f3; }
-td:first-child, th:first-child { text-align: left; }
+th.num, td.num { text-align: right; font-variant-numeric: tabular-nums; }
 caption { caption-side: top; text-align: left; font-weight: 600; padding: 0.25rem 0; }
 figure { margin: 1rem 0 2rem; }
 figure img { max-width: 100%; height: auto; }
 figcaption { font-style: italic; font-size: 0.9rem; }
 .meta { color: #666; }
 .scroll { overflow-x: auto; }
+.scroll:focus-visible { outline: 2px solid #1a5fb4; outline-offset: 2px; }
 .PASS { color: #176317; font-weight: 600; }
 .FAIL { color: #a31515; font-weight: 600; }
 @media print { figure, table { page-break-inside: avoid; } }
@@ -54,12 +56,13 @@ figcaption { font-style: italic; font-size: 0.9rem; }
 <{{ h }} id="{{ r.name }}-{{ s.key }}">{{ s.title }}</{{ h }}>
 {% for p in s.text %}<p>{{ p }}</p>
 {% endfor %}
-{% for t in s.tables %}<div class="scroll">{{ table(t.frame, t.title) }}</div>
+{% for t in s.tables %}<div class="scroll" role="region" tabindex="0" aria-label="{{ t.title }}">
+{{ table(t.frame, t.title) }}</div>
 {% if t.note %}<p><em>{{ t.note }}</em></p>{% endif %}
 {% endfor %}
 {% for f in s.plots %}<figure>
-<img src="data:image/png;base64,{{ b64(f.png) }}" alt="{{ f.title }}">
-<figcaption>{{ f.title }}{% if f.caption %}: {{ f.caption }}{% endif %}</figcaption>
+<img src="data:image/png;base64,{{ b64(f.png) }}" alt="{{ alt(f) }}">
+<figcaption>{{ alt(f) }}</figcaption>
 </figure>
 {% endfor %}
 {% endfor %}
@@ -73,25 +76,60 @@ figcaption { font-style: italic; font-size: 0.9rem; }
 """
 
 
+_ENV = Environment(autoescape=True, trim_blocks=True, lstrip_blocks=True)
+_NUMBER = r"[-+−]?(?:\d[\d,]*(?:\.\d+)?|\.\d+)(?:e[-+]?\d+)?%?|[-+−]?∞"
+NUMERIC = re.compile(rf"(?:{_NUMBER})|\[(?:{_NUMBER}), (?:{_NUMBER})\]", re.IGNORECASE)
+
+TABLE = """<table>
+<caption>{{ title }}</caption>
+<thead><tr>{% for c in columns %}<th scope="col"{{ cls(num[loop.index0]) }}>{{ c }}</th>{% endfor %}
+</tr></thead>
+<tbody>
+{% for row in rows %}<tr>
+{%- for v in row %}<td{{ cls(num[loop.index0], v) }}>{{ v }}</td>{% endfor %}
+</tr>
+{% endfor %}
+</tbody>
+</table>"""
+_TABLE = _ENV.from_string(TABLE)
+
+
+def numeric_column(cells: Sequence[str]) -> bool:
+    """A column of numbers (dashes for missing allowed) is right-aligned so digits line up;
+    anything with words in it (strategies, versions, paths) reads better left-aligned."""
+    present = [c for c in cells if c != MISSING]
+    return bool(present) and all(NUMERIC.fullmatch(c.strip()) for c in present)
+
+
+def _cell_class(numeric: bool, value: str = "") -> Markup:
+    names = (["num"] if numeric else []) + ([value] if value in ("PASS", "FAIL") else [])
+    return Markup(' class="{}"').format(" ".join(names)) if names else Markup("")
+
+
 def table_html(frame: pd.DataFrame, title: str) -> Markup:
     shown = display(frame)
     if shown.empty:
         return Markup("<p><em>(no rows)</em></p>")
-    html = shown.to_html(index=False, escape=True, border=0, na_rep="–")
-    html = html.replace("<td>PASS</td>", '<td class="PASS">PASS</td>')
-    html = html.replace("<td>FAIL</td>", '<td class="FAIL">FAIL</td>')
-    caption = Markup("<caption>{}</caption>").format(title)
-    return Markup(html.replace(">\n  <thead>", f">\n{caption}\n  <thead>", 1))
+    columns = [str(c) for c in shown.columns]
+    rows = shown.astype(str).values.tolist()
+    num = [numeric_column([r[i] for r in rows]) for i in range(len(columns))]
+    return Markup(_TABLE.render(title=title, columns=columns, rows=rows, num=num, cls=_cell_class))
+
+
+def alt_text(plot: Plot) -> str:
+    """A figure's alt text and caption: its title plus what it shows, so a reader who cannot see
+    the image (screen reader, image blocked) still learns what it plots."""
+    return f"{plot.title}: {plot.caption}" if plot.caption else plot.title
 
 
 def render(reports: Sequence[CampaignReport], title: str, stamp: str) -> str:
-    env = Environment(autoescape=True, trim_blocks=True, lstrip_blocks=True)
-    tmpl = env.from_string(TEMPLATE)
+    tmpl = _ENV.from_string(TEMPLATE)
     return tmpl.render(
         reports=reports,
         title=title,
         stamp=stamp,
         h="h2" if len(reports) == 1 else "h3",
         table=table_html,
+        alt=alt_text,
         b64=lambda data: base64.b64encode(data).decode("ascii"),
     )

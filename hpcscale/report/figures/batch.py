@@ -1,7 +1,9 @@
-"""Throughput against the per-rank batch size: the batch sweep's curves."""
+"""Against the batch size: throughput (the batch sweep's curves), speedup over the smallest
+batch (seed 000's Fig. 5) and time per iteration and per epoch (seed 003's Goyal et al. Fig. 7)."""
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
@@ -54,3 +56,70 @@ def batch_curves(rows: pd.DataFrame) -> Figure | None:
     ax.set_ylabel(term("images_per_s").heading)
     legend_below(ax, ncols=2)
     return fig
+
+
+@styled
+def batch_speedup(rows: pd.DataFrame) -> Figure | None:
+    """Speedup against the per-rank batch (seed 000's Fig. 5), one panel per measure
+    (throughput, time to each target), one line per sweep; 1 = the sweep's smallest batch.
+    `rows` is `analysis.batch.batch_speedups` output."""
+    if rows.empty or rows["batch_per_rank"].nunique() < 2:
+        return None
+    shown = rows[rows["speedup"].notna()]
+    measures = [m for m in dict.fromkeys(rows["measure"]) if (shown["measure"] == m).any()]
+    if not measures:
+        return None
+    names = sweep_labels(rows)
+    fig = new_figure(3.4 + 0.25 * len(names), WIDTH if len(measures) > 1 else WIDTH * 0.75)
+    for ax, measure in zip(axes_grid(fig, 1, len(measures)), measures, strict=True):
+        sub = rows[rows["measure"] == measure]
+        for i, (sid, g) in enumerate(sub.groupby("sweep", sort=True)):
+            g = g.sort_values("batch_per_rank")
+            ax.plot(
+                g["batch_per_rank"], g["speedup"], marker="o", color=colour(i), label=names[sid]
+            )
+        ax.axhline(1.0, ls="--", color="0.35", lw=1.0, label="smallest batch (baseline)")
+        log2_x(ax, sub["batch_per_rank"])
+        top = float(np.nanmax(sub["speedup"].to_numpy(float), initial=1.0))
+        ax.set_ylim(0, max(1.2, top * 1.15))
+        ax.set_title("On throughput" if measure == "throughput" else measure.capitalize())
+        ax.set_xlabel("Batch size per rank (images)")
+        ax.set_ylabel("Speedup (× the smallest batch)")
+        legend_below(ax, last="smallest")
+    return fig
+
+
+@styled
+def iteration_times(rows: pd.DataFrame) -> Figure | None:
+    """Time per iteration (left) and per epoch (right) against the global batch, as Goyal et
+    al.'s Fig. 7 (seed 003): one line per `line` of `analysis.batch.iteration_rows`. Drawn for
+    three batch sizes or more (with two, the table says as much)."""
+    if rows.empty or rows.groupby("line")["global_batch"].nunique().max() < 3:
+        return None
+    names = sweep_labels(rows, key="line")
+    fig = new_figure(3.4 + 0.25 * len(names), WIDTH)
+    panels = (
+        ("step_time_ms", "Time per iteration", "Time per iteration (ms)"),
+        ("epoch_time_s", "Time per epoch", term("epoch_time_s").heading),
+    )
+    for ax, (col, title, ylabel) in zip(axes_grid(fig, 1, 2), panels, strict=True):
+        for i, (lid, g) in enumerate(rows.groupby("line", sort=True)):
+            g = g.sort_values("global_batch")
+            ax.plot(g["global_batch"], g[col], marker="o", color=colour(i), label=names[lid])
+        log2_x(ax, rows["global_batch"])
+        ax.set_ylim(0, float(np.nanmax(rows[col].to_numpy(float))) * 1.1)
+        ax.set_title(title)
+        ax.set_xlabel("Global batch (images)")
+        ax.set_ylabel(ylabel)
+        legend_below(ax)
+    return fig
+
+
+def sweep_labels(rows: pd.DataFrame, key: str = "sweep") -> dict[int, str]:
+    """A label per sweep (or line) naming only what differs between them, never the batch."""
+    firsts = rows.sort_values(key, kind="stable").groupby(key).head(1)
+    parts = [p for p in lbl.CELL_PARTS if p not in ("batch_per_rank", "global_batch")]
+    if "line_kind" in rows.columns and (rows["line_kind"] == "weak").any():
+        parts = [p for p in parts if p not in ("nodes", "ranks")]
+    names = lbl.labels(firsts, parts)
+    return dict(zip(firsts[key].tolist(), names, strict=True))

@@ -68,18 +68,24 @@ def throughput(cells: pd.DataFrame) -> Figure | None:
 
 @styled
 def efficiency(cells: pd.DataFrame) -> Figure | None:
-    """Scaling efficiency per strategy (strong: on time, weak: on throughput); 1 is ideal."""
+    """Scaling efficiency per strategy (strong: on time, weak: on throughput); 1 is ideal. Below
+    it, when a strong-scaling group has one, the Karp–Flatt serial fraction (same colours)."""
     scaled = scaled_groups(cells)
     if scaled.empty:
         return None
     names = lbl.group_labels(scaled)
-    fig = new_figure(3.6 + 0.25 * len(names), WIDTH * 0.75)
-    (ax,) = axes_grid(fig)
+    kf = scaled["karp_flatt"] if "karp_flatt" in scaled.columns else pd.Series(dtype=float)
+    serial = bool(np.isfinite(kf.to_numpy(float)).any())
+    fig = new_figure((3.6 + 0.25 * len(names)) * (1.9 if serial else 1), WIDTH * 0.75)
+    axes = axes_grid(fig, 2 if serial else 1, 1)
+    ax = axes[0]
+    labels: dict[int, tuple[str, str]] = {}
     for i, (gid, g) in enumerate(scaled.groupby("group", sort=True)):
         g = g.sort_values("axis_value")
         first = g.iloc[0]
         strat = strategy_name(first["strategy"], first["cross_device_ops"], first["mpi"])
         name = names[gid] if strat in names[gid] else f"{strat}: {names[gid]}"
+        labels[gid] = (name, colour(i))
         line(
             ax,
             g["axis_value"],
@@ -97,7 +103,26 @@ def efficiency(cells: pd.DataFrame) -> Figure | None:
     ax.set_xlabel(axis_title(str(scaled["axis"].iloc[0])))
     ax.set_ylabel("Efficiency (1 = linear scaling)")
     legend_below(ax, last="ideal")
+    if serial:
+        _karp_flatt(axes[1], scaled, labels)
     return fig
+
+
+def _karp_flatt(ax: Axes, scaled: pd.DataFrame, labels: dict[int, tuple[str, str]]) -> None:
+    """The Karp–Flatt serial fraction of each strong-scaling group, beyond its baseline only."""
+    defined = scaled[np.isfinite(scaled["karp_flatt"].to_numpy(float))]
+    for gid, g in defined.groupby("group", sort=True):
+        g = g.sort_values("axis_value")
+        name, col = labels[gid]
+        ax.plot(g["axis_value"], g["karp_flatt"], marker="s", color=col, label=name)
+    log2_x(ax, scaled["axis_value"])
+    lo = float(np.nanmin(defined["karp_flatt"].to_numpy(float), initial=0.0))
+    hi = float(np.nanmax(defined["karp_flatt"].to_numpy(float), initial=0.0))
+    ax.set_ylim(min(0.0, lo * 1.15), max(0.1, hi * 1.15))
+    ax.set_title("Karp–Flatt serial fraction (strong scaling)")
+    ax.set_xlabel(axis_title(str(scaled["axis"].iloc[0])))
+    ax.set_ylabel("Serial fraction e (0 = none)")
+    legend_below(ax)
 
 
 @styled

@@ -6,7 +6,10 @@ numbers; these modules only give them titles, text, tables and figures. Nothing 
 disk (provenance is read by build.py and passed in).
 
 Modules: scaling (scaling, efficiency, extrapolation), knobs (overlap, fusion, precision,
-hierarchical all-reduce, batch size, CPU layouts), targets (time to target), references,
+hierarchical all-reduce, batch size and its speedup, CPU layouts), iteration (time per iteration
+against the batch), model (parameters per model), targets (time to target), training
+(learning curves, epochs to plateau, sample grids: the one section whose figure reads files),
+references,
 quality (Data quality, and how tables mark flagged cells).
 """
 
@@ -21,6 +24,7 @@ from hpcscale.analysis.derive import derive
 from hpcscale.analysis.quality import cell_flags, quality_flags
 from hpcscale.analysis.references import Reference, check_references
 from hpcscale.report.model import CampaignReport, Section
+from hpcscale.report.sections.iteration import iteration_section
 from hpcscale.report.sections.knobs import (
     batch_section,
     fusion_section,
@@ -29,6 +33,7 @@ from hpcscale.report.sections.knobs import (
     overlap_section,
     precision_section,
 )
+from hpcscale.report.sections.model import params_section
 from hpcscale.report.sections.quality import mark_cell_tables, quality_section
 from hpcscale.report.sections.references import references_section
 from hpcscale.report.sections.scaling import (
@@ -37,6 +42,7 @@ from hpcscale.report.sections.scaling import (
     scaling_section,
 )
 from hpcscale.report.sections.targets import target_section
+from hpcscale.report.sections.training import samples_section, training_section
 
 __all__ = ["campaign_report"]
 
@@ -66,10 +72,14 @@ def campaign_report(
         lambda: fusion_section(cells),
         lambda: precision_section(cells),
         lambda: hierarchical_section(cells),
-        lambda: batch_section(cells),
+        lambda: batch_section(cells, runs, targets),
+        lambda: iteration_section(cells, runs),
         lambda: layout_section(cells),
         lambda: target_section(runs, notes, targets),
+        lambda: training_section(runs, notes),
+        lambda: samples_section(runs, notes),
         lambda: extrapolation_section(runs, cells, notes, max_nodes),
+        lambda: params_section(runs),
     ]
     sections = [s for s in (b() for b in builders) if s is not None]
     sections = [mark_cell_tables(s, cells) for s in sections]

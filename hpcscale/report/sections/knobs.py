@@ -4,13 +4,19 @@ sweeps themselves are chosen by `hpcscale.analysis.sweeps`."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import pandas as pd
 
 from hpcscale.analysis import sweeps, tables
+from hpcscale.analysis.batch import THROUGHPUT, batch_speedups
+from hpcscale.analysis.targets import TargetSpec
 from hpcscale.report import figures
+from hpcscale.report.figures.batch import sweep_labels
 from hpcscale.report.labels import with_setting
 from hpcscale.report.model import Section, Table, plot_if
 from hpcscale.report.sections.noise import comparison_table
+from hpcscale.report.sections.quality import mark_flagged
 
 # Table column -> cell column: how a knob table's rows are matched back to their cells.
 OVERLAP_MATCH: dict[str, str] = {
@@ -118,7 +124,12 @@ def hierarchical_section(cells: pd.DataFrame) -> Section | None:
     )
 
 
-def batch_section(cells: pd.DataFrame) -> Section | None:
+def batch_section(
+    cells: pd.DataFrame, runs: pd.DataFrame | None = None, specs: Sequence[TargetSpec] = ()
+) -> Section | None:
+    """The batch sweep's throughput, and its speedup over the smallest batch (seed 000's Fig. 5)
+    on throughput and, where `runs` reached a target (`specs`, else the default), on time to
+    it."""
     rows = sweeps.batch_sweep(cells)
     if rows.empty:
         return None
@@ -128,13 +139,85 @@ def batch_section(cells: pd.DataFrame) -> Section | None:
         {"Model": "model", "Batch size": "batch_per_rank", "Epoch time (s)": "epoch_time_s"},
         ["model", "device", "batch_per_rank"],
     )
+    speed = batch_speedups(cells, runs, specs)
+    targets = [m for m in dict.fromkeys(speed["measure"]) if m != THROUGHPUT]
+    text = [
+        "Throughput against the per-rank batch size, CPU and GPU.",
+        "Speedup is relative to the smallest batch of each sweep (cells equal in everything but "
+        "the batch): on throughput, images/s ÷ the smallest batch's images/s"
+        + (
+            "; to a target, the smallest batch's wall time to it ÷ the cell's (seed 000 timed "
+            "each batch to the same target loss)."
+            if targets
+            else ". No time to a target: no run reached one (GANs have no default target; set "
+            "one with `targets:` in the campaign or `--target` to get seed 000's speedup to the "
+            "same target loss)."
+        ),
+    ]
+    # flagged cells (e.g. input-bound) marked, matched among the sweep's cells only
+    tabs = [
+        mark_flagged(
+            Table("batch", "Batch-size sweep", table),
+            rows,
+            {"Model": "model", "Batch size": "batch_per_rank", "Images/s": "images_per_s"},
+        ),
+        mark_flagged(
+            Table("batch_speedup", "Speedup over the smallest batch", _speedup_table(speed)),
+            rows,
+            {"Model": "model", "Batch/rank": "batch_per_rank", "Images/s": "images_per_s"},
+        ),
+    ]
     return Section(
         "batch",
         "Batch size",
-        ["Throughput against the per-rank batch size, CPU and GPU."],
-        [Table("batch", "Batch-size sweep", table)],
-        plot_if("batch", "Batch-size curves", figures.batch_curves(rows)),
+        text,
+        tabs,
+        [
+            *plot_if("batch", "Batch-size curves", figures.batch_curves(rows)),
+            *plot_if(
+                "batch_speedup",
+                "Speedup against batch size",
+                figures.batch_speedup(speed),
+                f"Baseline (speedup 1): the smallest batch of each sweep ({_bases(speed)}).",
+            ),
+        ],
     )
+
+
+def _speedup_table(speed: pd.DataFrame) -> pd.DataFrame:
+    """One row per batch-sweep cell: throughput and its speedup, then per target the time to
+    it and its speedup; "vs previous batch" is the gain over the next smaller batch."""
+    thr = speed[speed["measure"] == THROUGHPUT].reset_index(drop=True)
+    names = sweep_labels(thr)
+    out = pd.DataFrame(
+        {
+            "Model": thr["model"],
+            "Sweep": [names[s] for s in thr["sweep"]],
+            "CPU/GPU": thr["device"].str.upper(),
+            "Ranks": thr["ranks"],
+            "Batch/rank": thr["batch_per_rank"],
+            "Global batch": thr["global_batch"],
+            "Images/s": thr["images_per_s"],
+            "Speedup (throughput)": thr["speedup"],
+            "vs previous batch (%)": 100.0 * thr["vs_previous"],
+        }
+    )
+    if thr["sweep"].nunique() < 2:
+        out = out.drop(columns="Sweep")
+    for measure, sub in speed[speed["measure"] != THROUGHPUT].groupby("measure", sort=False):
+        sub = sub.reset_index(drop=True)
+        what = str(measure).removeprefix("time to ")
+        out[f"Time to {what} (s)"] = sub["value"]
+        out[f"Speedup (to {what})"] = sub["speedup"]
+        out[f"vs previous batch, to {what} (%)"] = 100.0 * sub["vs_previous"]
+    return out
+
+
+def _bases(speed: pd.DataFrame) -> str:
+    thr = speed[speed["measure"] == THROUGHPUT]
+    firsts = thr.groupby("sweep").head(1)
+    pairs = zip(firsts["batch_per_rank"], firsts["global_batch"], strict=True)
+    return "; ".join(sorted({f"batch {int(b)}/rank, global {int(g)}" for b, g in pairs}))
 
 
 def layout_section(cells: pd.DataFrame) -> Section | None:

@@ -16,12 +16,18 @@ from typing import Any
 import pandas as pd
 
 from hpcscale.analysis import tables
-from hpcscale.analysis.quality import Flag
+from hpcscale.analysis.quality import INPUT_BOUND, Flag
 from hpcscale.report.model import Section, Table
 
 TITLE = "Data quality"
 FLAGS_COLUMN = "Flags"
 NONE_TEXT = "No run left out or flagged."
+INPUT_BOUND_TEXT = (
+    "input_bound: the run's input pipeline alone (input_images_per_s in metrics.json, all ranks "
+    "together) is slower than the throughput it trained at. Its figures are kept: they are real, "
+    "but they measure the input pipeline more than training or communication (more reader "
+    "threads, a faster disk or caching the data set would change them)."
+)
 # Tables whose rows are derived cells, marked by `mark_cell_tables` (others call mark_flagged).
 CELL_TABLES: frozenset[str] = frozenset({"scaling", "overhead", "overlap"})
 _CUT_NOTES = ("timeline.json covers", "timeline.json ends in a cut record")
@@ -50,6 +56,8 @@ def quality_section(runs: pd.DataFrame, flags: Sequence[Flag]) -> Section:
     ]
     if not rows:
         return Section("quality", TITLE, [NONE_TEXT])
+    if any(f.kind == INPUT_BOUND for f in flags):
+        text.append(INPUT_BOUND_TEXT)
     frame = pd.DataFrame(rows, columns=["Run", "Cell", "Kind", "Action", "Reason"])
     return Section("quality", TITLE, text, [Table("quality", "Runs left out or flagged", frame)])
 

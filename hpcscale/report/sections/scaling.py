@@ -10,7 +10,7 @@ import pandas as pd
 
 from hpcscale.analysis import tables
 from hpcscale.analysis.extrapolate import comm_cost, extrapolate, predict_at, refusals
-from hpcscale.analysis.intervals import INTERVAL_NAME
+from hpcscale.analysis.intervals import INTERVAL_NAME, LEVEL
 from hpcscale.analysis.sweeps import scaled_groups
 from hpcscale.errors import HpcscaleError
 from hpcscale.report import figures
@@ -19,6 +19,13 @@ from hpcscale.report.model import Plot, Section, Table, plot_if
 from hpcscale.report.sections.noise import comparison_table
 
 AXIS_NAMES = {"nodes": "nodes", "ranks": "ranks", "gpus": "GPUs"}
+KARP_FLATT = "Karp–Flatt serial fraction"
+KARP_FLATT_TEXT = (
+    "Karp–Flatt serial fraction e = (1/S − 1/N) / (1 − 1/N), from the measured speedup S at "
+    "scale N: strong scaling beyond the baseline only (a dash elsewhere; weak scaling grows the "
+    "problem, so it does not apply). A constant e means a fixed serial part explains the loss "
+    "(Amdahl); e growing with N means overhead (communication) grows with the scale."
+)
 
 
 def scaling_section(cells: pd.DataFrame) -> Section | None:
@@ -105,6 +112,7 @@ def efficiency_section(cells: pd.DataFrame) -> Section | None:
         "all scaling loss, not only communication. The measured communication share beside it "
         "is communication per epoch from the Horovod timeline / epoch time (empty without a "
         "timeline).",
+        *([KARP_FLATT_TEXT] if _has_karp_flatt(scaled) else []),
     ]
     return Section(
         "efficiency",
@@ -114,7 +122,7 @@ def efficiency_section(cells: pd.DataFrame) -> Section | None:
             Table(
                 "overhead",
                 "Scaling loss (seed 000's overhead), measured communication and efficiency",
-                tables.overhead_table(scaled),
+                with_karp_flatt(tables.overhead_table(scaled), scaled),
                 interval_note(scaled),
             )
         ],
@@ -122,9 +130,41 @@ def efficiency_section(cells: pd.DataFrame) -> Section | None:
             "efficiency",
             "Scaling efficiency per strategy",
             figures.efficiency(scaled),
-            "Error bars: " + _bars(scaled).replace("min and max of the repeats", "none"),
+            "Error bars: "
+            + _bars(scaled).replace("min and max of the repeats", "none")
+            + (
+                " Below: the Karp–Flatt serial fraction of the strong-scaling groups."
+                if _has_karp_flatt(scaled)
+                else ""
+            ),
         ),
     )
+
+
+def with_karp_flatt(table: pd.DataFrame, scaled: pd.DataFrame) -> pd.DataFrame:
+    """The overhead table with the Karp–Flatt serial fraction after its efficiency columns:
+    defined for strong scaling beyond the baseline only (elsewhere NaN, shown as a dash)."""
+    if table.empty or "karp_flatt" not in scaled.columns:
+        return table
+    by = ["model", "strategy", "cross_device_ops", "mpi", "axis_value"]  # as overhead_table
+    ordered = scaled.sort_values(by, kind="stable", na_position="first")
+    axis = tables.axis_label(scaled)
+    if list(ordered["axis_value"]) != list(table[axis]):  # never put a value on the wrong row
+        return table
+    out = table.copy()
+    at = list(out.columns).index("Efficiency") + 1
+    at += int(f"Efficiency {LEVEL:.0%} CI" in out.columns)
+    out.insert(at, KARP_FLATT, ordered["karp_flatt"].to_numpy(float))
+    # it is defined for strong scaling only: say which rows are, when the table holds both
+    if ordered["scaling"].nunique() > 1:
+        out.insert(2, "Scaling", ordered["scaling"].map({"strong": "S", "weak": "W"}).to_numpy())
+    if ordered["device"].nunique() > 1:
+        out.insert(2, "CPU/GPU", ordered["device"].str.upper().to_numpy())
+    return out
+
+
+def _has_karp_flatt(scaled: pd.DataFrame) -> bool:
+    return "karp_flatt" in scaled.columns and bool(np.isfinite(scaled["karp_flatt"]).any())
 
 
 def extrapolation_section(

@@ -1,0 +1,150 @@
+"""Batch size as the swept axis: speedup against the smallest batch (seed 000's Fig. 5) and time
+per iteration against the batch (seed 003's Goyal et al. Fig. 7). Pure functions over `derive`
+cells and the collector's run table.
+
+Speedup is relative to the smallest batch of each sweep (cells equal in everything but the
+batch): on throughput, images/s over the baseline's; to a training target, the baseline's wall
+time to the target over the cell's (seed 000 timed 16/32/64 to the same target loss).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+from hpcscale.analysis.baseline import CELL_KEYS
+from hpcscale.analysis.frame import FrameError, normalise
+from hpcscale.analysis.sweeps import batch_sweep, scaled_groups
+from hpcscale.analysis.targets import TargetSpec, campaign_targets
+
+BATCH_COLUMNS: tuple[str, ...] = ("batch_per_rank", "global_batch")
+THROUGHPUT = "throughput"
+MEASURE_COLUMNS: tuple[str, ...] = ("measure", "value", "base_value", "speedup", "vs_previous")
+STEP_SOURCES = {"p50": "median timed step", "epoch": "epoch time / steps"}
+
+
+def sweep_ids(cells: pd.DataFrame, free: Sequence[str] = BATCH_COLUMNS) -> pd.Series:
+    """A number per cell: cells equal in every cell key but `free` share it (one sweep)."""
+    keys = [k for k in CELL_KEYS if k not in free and k in cells.columns]
+    if cells.empty:
+        return pd.Series(dtype=np.int64)
+    key = cells[keys].map(str).agg("|".join, axis=1)
+    return key.groupby(key, sort=True).ngroup()
+
+
+def batch_speedups(
+    cells: pd.DataFrame, runs: pd.DataFrame | None = None, specs: Sequence[TargetSpec] = ()
+) -> pd.DataFrame:
+    """One row per (batch-sweep cell, measure): the cell's columns plus `sweep`, `measure`
+    ('throughput', or 'time to <target>'), `value` (images/s, or s to the target),
+    `base_value` (the sweep's smallest batch's), `speedup` and `vs_previous` (the gain over the
+    next smaller batch, as a fraction: seed 000's "6 % for doubling the batch").
+
+    Targets are `specs` (none: the workload kind's default, the classifiers' plateau); a
+    target only appears when some cell of a sweep reached it. A baseline with no value gives
+    NaN speedups for its sweep, never the next batch up."""
+    rows = batch_sweep(cells)
+    if rows.empty:
+        return pd.DataFrame(columns=[*cells.columns, "sweep", *MEASURE_COLUMNS])
+    rows = rows.assign(sweep=sweep_ids(rows).to_numpy())
+    rows = rows.sort_values(["sweep", "batch_per_rank", "global_batch"], kind="stable")
+    parts = [_measure(rows, THROUGHPUT, rows["images_per_s"], higher_is_better=True)]
+    for name, times in _target_times(rows, runs, specs).items():
+        parts.append(_measure(rows, f"time to {name}", times, higher_is_better=False))
+    return pd.concat(parts, ignore_index=True)
+
+
+def _measure(
+    rows: pd.DataFrame, measure: str, values: pd.Series, higher_is_better: bool
+) -> pd.DataFrame:
+    out = rows.assign(measure=measure, value=values.to_numpy(float))
+    # rows are sorted, smallest batch first; iloc, since "first" would skip a missing baseline
+    base = out.groupby("sweep")["value"].transform(lambda v: v.iloc[0])
+    prev = out.groupby("sweep")["value"].shift(1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        if higher_is_better:
+            out["speedup"], gain = out["value"] / base, out["value"] / prev
+        else:
+            out["speedup"], gain = base / out["value"], prev / out["value"]
+    out["base_value"] = base
+    out["vs_previous"] = gain - 1.0
+    return out
+
+
+def _target_times(
+    rows: pd.DataFrame, runs: pd.DataFrame | None, specs: Sequence[TargetSpec]
+) -> dict[str, pd.Series]:
+    """Per target, each row's wall time to it (median over repeats; NaN: not reached)."""
+    if runs is None or runs.empty:
+        return {}
+    try:
+        found = campaign_targets(runs, specs)
+    except FrameError:  # e.g. a target naming no recorded loss: the target section says so
+        return {}
+    if found.cells.empty:
+        return {}
+    folded = found.cells.assign(
+        t=found.cells["time_to_target_s"].fillna(found.cells["time_to_plateau_s"])
+    )
+    out: dict[str, pd.Series] = {}
+    for name, sub in folded.groupby("target", sort=False):
+        by_ids = {frozenset(ids): t for ids, t in zip(sub["run_ids"], sub["t"], strict=True)}
+        times = pd.Series(
+            [by_ids.get(frozenset(ids), np.nan) for ids in rows["run_ids"]],
+            index=rows.index,
+            dtype=float,
+        )
+        if times.notna().any():
+            out[str(name)] = times
+    return out
+
+
+def step_times_ms(runs: pd.DataFrame) -> pd.DataFrame:
+    """Per run: `run_id`, `step_time_ms` (the median of rank 0's timed steps,
+    `step_time_p50_ms`; else epoch time / steps per epoch) and `step_time_source`."""
+    p50 = _numeric(runs, "step_time_p50_ms")
+    per_epoch = 1000.0 * _numeric(runs, "epoch_time_s") / _numeric(runs, "steps_per_epoch")
+    ok = np.isfinite(p50) & (p50 > 0)
+    source = np.where(ok, STEP_SOURCES["p50"], STEP_SOURCES["epoch"])
+    value = np.where(ok, p50, per_epoch)
+    source = np.where(np.isfinite(value), source, None)
+    run_ids = normalise(runs)["run_id"] if len(runs) else pd.Series(dtype=object)
+    return pd.DataFrame(
+        {"run_id": run_ids.to_numpy(), "step_time_ms": value, "step_time_source": source}
+    )
+
+
+def iteration_rows(cells: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
+    """Cells whose time per iteration is measured, along `line`s against the global batch:
+    the batch sweeps when the campaign sweeps the batch at a fixed scale, else the weak-scaling
+    groups (the global batch grows with the ranks, as in Goyal et al.'s Fig. 7). Adds
+    `step_time_ms` (median over the cell's repeats), `step_time_source` and `line`."""
+    if cells.empty or runs.empty:
+        return cells.iloc[0:0]
+    sweeps = batch_sweep(cells)
+    if len(sweeps):
+        rows = sweeps.assign(line=sweep_ids(sweeps).to_numpy(), line_kind="batch")
+    else:
+        weak = scaled_groups(cells)
+        weak = weak[(weak["scaling"] == "weak") & (weak["global_batch"] > 0)]
+        rows = weak.assign(line=weak["group"].to_numpy(), line_kind="weak")
+    steps = step_times_ms(runs).set_index("run_id")
+    med, src = [], []
+    for ids in rows["run_ids"]:
+        hit = steps.reindex([i for i in ids if i in steps.index])
+        ms = hit["step_time_ms"].dropna()
+        med.append(float(ms.median()) if len(ms) else np.nan)
+        sources = sorted({str(s) for s in hit["step_time_source"].dropna()})
+        src.append(" / ".join(sources) if sources else None)
+    rows = rows.assign(step_time_ms=med, step_time_source=src)
+    rows = rows[rows["step_time_ms"].notna()]
+    sizes = rows.groupby("line")["global_batch"].transform("nunique")
+    return rows[sizes >= 2].sort_values(["line", "global_batch"], kind="stable")
+
+
+def _numeric(runs: pd.DataFrame, col: str) -> np.ndarray:
+    if col not in runs.columns:
+        return np.full(len(runs), np.nan)
+    return pd.to_numeric(runs[col], errors="coerce").to_numpy(float)

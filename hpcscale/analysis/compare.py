@@ -1,0 +1,280 @@
+"""Campaigns side by side: the scale axis they share, their cells aligned on it, each later
+campaign's differences from the first (within noise or not), and its regressions.
+
+Pure functions over the tidy run table (one frame per campaign) and `derive`'s cells. A cell one
+campaign planned but has no valid result for (unfinished, unreadable, no baseline) stays in the
+alignment with NaN metrics and its flags, so a gap is shown as a gap, never dropped.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from hpcscale.analysis import AXES
+from hpcscale.analysis.baseline import CELL_KEYS
+from hpcscale.analysis.derive import derive
+from hpcscale.analysis.frame import check_axis, normalise
+from hpcscale.analysis.intervals import interval, verdict
+from hpcscale.analysis.quality import cell_flags, quality_flags
+from hpcscale.core.vocab import KNOBS
+from hpcscale.errors import UsageError
+
+# Metrics compared, and whether a higher value is better (throughput, speedup and efficiency
+# are; epoch time is better lower).
+HIGHER_IS_BETTER: dict[str, bool] = {
+    "images_per_s": True,
+    "speedup": True,
+    "efficiency": True,
+    "epoch_time_s": False,
+}
+METRICS: tuple[str, ...] = tuple(HIGHER_IS_BETTER)
+# Fields a cell may differ in besides the axis: matched between campaigns when they vary at a
+# size within a campaign (a sweep); fields fixed within each campaign are what tells them apart.
+MATCH_FIELDS: tuple[str, ...] = (
+    "model",
+    "scaling",
+    "device",
+    *KNOBS,
+    "nodes",
+    "ranks",
+    "gpus",
+    "tasks_per_node",
+    "threads_per_task",
+    "gpus_per_node",
+    "batch_per_rank",
+    "global_batch",
+)
+DEFAULT_TOLERANCE = 0.05
+
+
+@dataclass(frozen=True)
+class Regression:
+    """A metric of a later campaign worse than the baseline campaign's beyond the tolerance."""
+
+    campaign: str
+    baseline: str
+    metric: str
+    cell: str  # e.g. "ranks=2" or "ranks=2, fusion_threshold_mb=32"
+    baseline_value: float
+    value: float
+    change: float  # relative: (value - baseline) / baseline
+    tolerance: float
+
+    @property
+    def message(self) -> str:
+        worse = "lower" if HIGHER_IS_BETTER[self.metric] else "higher"
+        return (
+            f"{self.campaign}: {self.metric} at {self.cell} regressed from "
+            f"{self.baseline_value:.4g} ({self.baseline}) to {self.value:.4g} "
+            f"({self.change:+.1%}, {worse} is worse; tolerance {self.tolerance:.1%})"
+        )
+
+
+def varying_axes(runs: pd.DataFrame) -> list[str]:
+    """The scale axes that take more than one value in a campaign (its planned runs when the
+    table says, so a size with no result yet still counts)."""
+    planned = runs.attrs.get("planned")
+    frame = normalise(pd.DataFrame(planned)) if planned else normalise(runs)
+    return [a for a in AXES if a in frame.columns and frame[a].nunique() > 1]
+
+
+def shared_axis(runs: Mapping[str, pd.DataFrame], on: str | None = None) -> str:
+    """The axis to compare on: `on` when given (it must vary in at least one campaign), else the
+    first of nodes, ranks, gpus that every campaign varying an axis varies. UsageError when the
+    campaigns share none, naming what each varies."""
+    varies = {name: varying_axes(frame) for name, frame in runs.items()}
+    said = "; ".join(f"{n} varies {', '.join(v) or 'no axis'}" for n, v in varies.items())
+    if on is not None:
+        try:
+            check_axis(on)
+        except UsageError as exc:
+            raise UsageError(f"--on: {exc}") from None
+        if not any(on in v for v in varies.values()):
+            raise UsageError(f"--on {on}: no campaign varies {on} ({said})")
+        return on
+    scaling = [v for v in varies.values() if v]
+    if not scaling:
+        return "nodes"
+    common = [a for a in AXES if all(a in v for v in scaling)]
+    if not common:
+        raise UsageError(f"the campaigns share no scale axis ({said}); --on AXIS picks one")
+    return common[0]
+
+
+def campaign_cells(runs: pd.DataFrame, axis: str) -> pd.DataFrame:
+    """A campaign's derived cells on `axis` with their `flags`, plus one row (NaN metrics, its
+    flags) per cell the campaign planned that has no result at all."""
+    cells = derive(runs, axis)
+    flags = quality_flags(runs)
+    cells["flags"] = cell_flags(cells, flags)
+    planned = runs.attrs.get("planned")
+    if not planned:
+        return cells
+    kinds: dict[str, list[str]] = {}
+    for f in flags:
+        kinds.setdefault(f.run_id, []).append(f.kind)
+    plan = normalise(pd.DataFrame(planned))
+    gone = plan[~plan["run_id"].isin(set(runs["run_id"]) if len(runs) else set())]
+    known = {_key(r, CELL_KEYS[1:]): i for i, r in cells.iterrows()}
+    extra: dict[tuple, dict[str, Any]] = {}
+    for _, r in gone.iterrows():
+        k = _key(r, CELL_KEYS[1:])
+        said = kinds.get(str(r["run_id"])) or ["unfinished"]
+        if k in known:  # a repeat of a cell that has results: its flags join the cell's
+            i = known[k]
+            cells.at[i, "flags"] = _join(str(cells.at[i, "flags"]).split(", ") + said)
+            continue
+        row = extra.setdefault(k, {**{c: r[c] for c in CELL_KEYS}, "flags": ""})
+        row["flags"] = _join(row["flags"].split(", ") + said)
+        row["run_ids"] = [*row.get("run_ids", []), str(r["run_id"])]
+    if not extra:
+        return cells
+    gaps = pd.DataFrame(list(extra.values()))
+    gaps["axis"], gaps["axis_value"], gaps["repeats"] = axis, gaps[axis], 0
+    return pd.concat([cells, gaps], ignore_index=True)
+
+
+def match_keys(cells: Mapping[str, pd.DataFrame], axis: str) -> list[str]:
+    """Fields besides the axis that rows are matched on: those taking several values at one size
+    within some campaign (a knob sweep), in MATCH_FIELDS order."""
+    out = []
+    for field in MATCH_FIELDS:
+        if field == axis:
+            continue
+        for frame in cells.values():
+            if len(frame) and field in frame.columns:
+                per_size = frame.groupby("axis_value")[field].agg(lambda s: len(set(map(plain, s))))
+                if (per_size > 1).any():
+                    out.append(field)
+                    break
+    return out
+
+
+def align(cells: Mapping[str, pd.DataFrame], axis: str) -> tuple[pd.DataFrame, list[str]]:
+    """One row per (campaign, aligned row): `row` (shared by the campaigns' matching cells),
+    `campaign`, `cell` (its label), the axis value, the match keys, METRICS with `_lo`/`_hi`,
+    `flags`, `repeats`; and the match keys. Every row appears for every campaign: NaN metrics
+    (and `present` False) where a campaign has no measured such cell."""
+    keys = match_keys(cells, axis)
+    cols = ["axis_value", *keys]
+    entries: dict[tuple, dict[str, pd.Series]] = {}
+    for name, frame in cells.items():
+        for _, r in frame.iterrows():
+            entries.setdefault(_key(r, cols), {})[name] = r
+    order = sorted(entries, key=_sort_key)
+    rows = []
+    for i, k in enumerate(order):
+        label = _label(axis, cols, k)
+        for name in cells:
+            r = entries[k].get(name)
+            row: dict[str, Any] = {"row": i, "campaign": name, "cell": label}
+            row.update(zip(cols, k, strict=True))
+            row["present"] = r is not None and int(r.get("repeats") or 0) > 0
+            for m in METRICS:
+                lo, hi = interval(r, m) if r is not None else (np.nan, np.nan)
+                row[m] = float(r[m]) if r is not None and m in r.index else np.nan
+                row[f"{m}_lo"], row[f"{m}_hi"] = lo, hi
+            row["flags"] = "" if r is None else str(r.get("flags") or "")
+            row["repeats"] = 0 if r is None else int(r.get("repeats") or 0)
+            rows.append(row)
+    return pd.DataFrame(rows), keys
+
+
+def differences(
+    aligned: pd.DataFrame, baseline: str, tolerance: float = DEFAULT_TOLERANCE
+) -> pd.DataFrame:
+    """Per later campaign, aligned row and metric: baseline and campaign values, the relative
+    change, `noise` ('within noise', 'beyond noise', 'no interval', or 'missing' when one side
+    has no value), `better` (True/False, None when not beyond noise or no value) and `regressed`:
+    worse by more than `tolerance` (relative) and not within noise."""
+    out = []
+    base = aligned[aligned["campaign"] == baseline].set_index("row")
+    for _, r in aligned[aligned["campaign"] != baseline].iterrows():
+        b = base.loc[r["row"]]
+        for m, higher in HIGHER_IS_BETTER.items():
+            a_val, c_val = float(b[m]), float(r[m])
+            if math.isnan(a_val) and math.isnan(c_val):
+                continue
+            change = (c_val - a_val) / a_val if a_val else np.nan
+            if math.isnan(a_val) or math.isnan(c_val):
+                noise, better = "missing", None
+            else:
+                said = verdict(c_val, interval(r, m), a_val, interval(b, m), higher)
+                noise = {"faster": "beyond noise", "slower": "beyond noise"}.get(said, said)
+                better = {"faster": True, "slower": False}.get(said)
+            worse_by = -change if higher else change
+            regressed = bool(noise not in ("missing", "within noise") and worse_by > tolerance)
+            out.append(
+                {
+                    "row": r["row"],
+                    "cell": r["cell"],
+                    "campaign": r["campaign"],
+                    "metric": m,
+                    "baseline": a_val,
+                    "value": c_val,
+                    "change": change,
+                    "noise": noise,
+                    "better": better,
+                    "regressed": regressed,
+                    "flags": _join([*str(b["flags"]).split(", "), *str(r["flags"]).split(", ")]),
+                }
+            )
+    return pd.DataFrame(out)
+
+
+def regressions(diffs: pd.DataFrame, baseline: str, tolerance: float) -> list[Regression]:
+    """The rows of `differences` that regressed, as Regression records."""
+    if diffs.empty:
+        return []
+    return [
+        Regression(
+            str(d["campaign"]),
+            baseline,
+            str(d["metric"]),
+            str(d["cell"]),
+            float(d["baseline"]),
+            float(d["value"]),
+            float(d["change"]),
+            tolerance,
+        )
+        for _, d in diffs[diffs["regressed"]].iterrows()
+    ]
+
+
+def plain(value: Any) -> Any:
+    """A hashable key value: NaN and None alike, numpy scalars as Python ones."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return None
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def _key(row: pd.Series, cols: Sequence[str]) -> tuple:
+    return tuple(plain(row[c]) if c in row.index else None for c in cols)
+
+
+def _sort_key(key: tuple) -> tuple:
+    """Rows ordered by the match keys, then the axis value; None (default) after values."""
+    ordered = (*key[1:], key[0])
+    return tuple((v is None, str(type(v)), 0 if v is None else v) for v in ordered)
+
+
+def _label(axis: str, cols: Sequence[str], key: tuple) -> str:
+    parts = [f"{axis}={fmt_value(key[0])}"]
+    parts += [f"{c}={fmt_value(v)}" for c, v in zip(cols[1:], key[1:], strict=True)]
+    return ", ".join(parts)
+
+
+def fmt_value(value: Any) -> str:
+    if value is None:
+        return "default"
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def _join(kinds: Sequence[str]) -> str:
+    return ", ".join(dict.fromkeys(k for k in kinds if k))

@@ -1,0 +1,127 @@
+"""Learning curves: per-epoch losses and accuracies from the run table, one line per scale.
+
+A *line group* is the cells that differ only in scale (`targets.target_lines`: same model,
+strategy, knobs and the batch the scaling holds fixed), so two strategies never share a panel.
+Within a group each cell (one scale: nodes, layout, ranks) is one line; its repeats are folded
+into the median per epoch over the repeats that recorded a finite value at that epoch.
+
+Nothing is interpolated: an epoch no repeat recorded (a shorter run, a diverged NaN loss) stays
+NaN, which a plot draws as a gap; `gaps` names the lines that have one.
+
+Metrics: a classifier's train_loss, val_loss, train_accuracy, val_accuracy; a GAN's named
+losses (d_loss, g_loss, kl_loss...). A `losses` entry equal to a recorded train_loss (the
+classifier's "loss") is not drawn twice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from hpcscale.analysis.baseline import CELL_KEYS
+from hpcscale.analysis.frame import normalise
+from hpcscale.analysis.targets import target_lines
+
+CLASSIFIER_METRICS: tuple[str, ...] = ("train_loss", "val_loss", "train_accuracy", "val_accuracy")
+CURVE_COLUMNS: tuple[str, ...] = (
+    "group",
+    "cell",
+    "metric",
+    "epoch",
+    "value",
+    "runs",
+    "repeats",
+)
+
+
+def per_epoch(value: Any) -> np.ndarray:
+    """A per-epoch list as floats (None and NaN kept as NaN); empty when nothing was recorded."""
+    if value is None or (isinstance(value, float) and np.isnan(value)):
+        return np.array([], dtype=float)
+    return np.array([np.nan if v is None else v for v in value], dtype=float)
+
+
+def run_series(run: Mapping[str, Any]) -> dict[str, np.ndarray]:
+    """Every per-epoch metric one run recorded, by name (empty lists left out)."""
+    out: dict[str, np.ndarray] = {}
+    for name in CLASSIFIER_METRICS:
+        series = per_epoch(run.get(name))
+        if series.size:
+            out[name] = series
+    losses = run.get("losses")
+    if isinstance(losses, Mapping):
+        for name, values in sorted(losses.items()):
+            series = per_epoch(values)
+            if not series.size:
+                continue
+            same = "train_loss" in out and np.array_equal(series, out["train_loss"], equal_nan=True)
+            if name == "loss" and same:
+                continue  # the classifier's Keras "loss" is its training loss
+            out[name] = series
+    return out
+
+
+def fold_epochs(series: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Median per epoch over runs, and how many runs had a finite value at each epoch; epochs
+    no run has stay NaN (a gap, never filled from the neighbours)."""
+    length = max((s.size for s in series), default=0)
+    stack = np.full((len(series), length), np.nan)
+    for i, s in enumerate(series):
+        stack[i, : s.size] = s
+    finite = np.isfinite(stack)
+    counts = finite.sum(axis=0)
+    medians = np.full(length, np.nan)
+    for e in np.flatnonzero(counts):
+        medians[e] = float(np.median(stack[finite[:, e], e]))
+    return medians, counts
+
+
+def learning_curves(df: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(cells, curves). `cells`: one row per cell that recorded a curve, with its CELL_KEYS,
+    `group` (line group), `cell` (id), `repeats` and `run_ids`. `curves`: long form, one row per
+    cell, metric and 1-based epoch, with the median `value` and `runs` (repeats with a finite
+    value there; 0 at a gap)."""
+    runs = normalise(df)
+    runs = runs.assign(group=target_lines(runs).to_numpy())
+    runs["cell"] = runs.groupby(["group", *CELL_KEYS], dropna=False, sort=True).ngroup()
+    cell_rows, rows = [], []
+    for cid, sub in runs.groupby("cell", sort=True):
+        recorded = [run_series(r) for _, r in sub.iterrows()]
+        names = sorted({n for rec in recorded for n in rec})
+        if not names:
+            continue
+        first = sub.iloc[0]
+        cell_rows.append(
+            {
+                **{k: first[k] for k in CELL_KEYS},
+                "group": int(first["group"]),
+                "cell": int(cid),
+                "repeats": len(sub),
+                "run_ids": ",".join(map(str, sub["run_id"])),
+            }
+        )
+        for name in names:
+            medians, counts = fold_epochs([rec.get(name, np.array([])) for rec in recorded])
+            for e, (value, n) in enumerate(zip(medians, counts, strict=True), start=1):
+                rows.append((int(first["group"]), int(cid), name, e, value, int(n), len(sub)))
+    cells = pd.DataFrame(cell_rows)
+    if cells.empty:
+        cells = pd.DataFrame(columns=[*CELL_KEYS, "group", "cell", "repeats", "run_ids"])
+    return cells, pd.DataFrame(rows, columns=list(CURVE_COLUMNS))
+
+
+def gaps(curves: pd.DataFrame) -> pd.DataFrame:
+    """The (cell, metric) lines with an epoch no repeat recorded, and those epochs (1-based),
+    up to each line's last recorded epoch of the longest run."""
+    found = curves[~np.isfinite(curves["value"].to_numpy(float))]
+    if found.empty:
+        return pd.DataFrame(columns=["cell", "metric", "epochs"])
+    out = found.groupby(["cell", "metric"], sort=True)["epoch"].apply(list).reset_index()
+    return out.rename(columns={"epoch": "epochs"})
+
+
+def has_accuracy(curves: pd.DataFrame) -> bool:
+    return bool(curves["metric"].isin(["train_accuracy", "val_accuracy"]).any())

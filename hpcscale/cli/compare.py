@@ -1,0 +1,136 @@
+"""`hpcscale compare`: campaigns side by side on the scale axis they share (one report), and
+`--check`, which fails when a later campaign regressed from the first beyond a tolerance."""
+
+from __future__ import annotations
+
+import math
+from enum import StrEnum
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from rich.markup import escape
+
+from hpcscale import api
+from hpcscale.cli.common import IncludeStaleOpt, WorkdirOpt, console, err_console
+from hpcscale.cli.tables import Col, Grid
+from hpcscale.errors import HpcscaleError
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from hpcscale.report.compare import CompareResult
+
+
+class Axis(StrEnum):
+    nodes = "nodes"
+    ranks = "ranks"
+    gpus = "gpus"
+
+
+def compare(
+    campaigns: Annotated[
+        list[str],
+        typer.Argument(
+            help="two or more campaigns (name in the workdir, YAML file or directory); the "
+            "first is the baseline",
+            metavar="CAMPAIGN",
+            show_default=False,
+        ),
+    ],
+    on: Annotated[
+        Axis | None,
+        typer.Option(
+            "--on", help="the shared axis (default: the scale axis every campaign varies)"
+        ),
+    ] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out",
+            "-o",
+            help="report directory (default: compare/<A>-vs-<B> in the first campaign's workdir)",
+            show_default=False,
+        ),
+    ] = None,
+    check: Annotated[
+        bool,
+        typer.Option(
+            "--check",
+            help="exit 1 if a metric of a later campaign regressed from the first's beyond "
+            "--tolerance (and not within noise); higher is better for images/s, speedup and "
+            "efficiency, lower for epoch time",
+        ),
+    ] = False,
+    tolerance: Annotated[
+        float,
+        typer.Option("--tolerance", help="relative change allowed in the worse direction"),
+    ] = 0.05,
+    include_stale: IncludeStaleOpt = False,
+    workdir: WorkdirOpt = None,
+) -> None:
+    """Set campaigns side by side: aligned tables, overlaid figures, differences within noise."""
+    result = api.compare(
+        campaigns,
+        workdir,
+        on=on.value if on else None,
+        out=out,
+        tolerance=tolerance,
+        include_stale=include_stale,
+    )
+    _summary(result).show(console)
+    for gap in result.missing:
+        err_console.print(
+            f"[yellow]not compared (no valid result):[/yellow] {escape(gap)}", highlight=False
+        )
+    for r in result.regressions:
+        err_console.print(f"[red]regression:[/red] {escape(r.message)}", highlight=False)
+    compared = (
+        int(result.differences["noise"].ne("missing").sum()) if len(result.differences) else 0
+    )
+    colour = "red" if result.regressions else "green"
+    console.print(
+        f"[{colour}]{len(result.regressions)} regression(s) beyond {result.tolerance:.1%} in "
+        f"{compared} comparison(s) against {escape(result.baseline)}[/{colour}]",
+        highlight=False,
+    )
+    for path in result.paths:
+        if path.name in ("index.md", "index.html"):
+            console.print(escape(f"report: {path}"), highlight=False, soft_wrap=True)
+    if check and result.regressions:
+        raise HpcscaleError(
+            f"{len(result.regressions)} metric(s) regressed beyond {result.tolerance:.1%} "
+            f"against {result.baseline}"
+        )
+
+
+def _summary(result: CompareResult) -> Grid:
+    """Images/s per aligned row and campaign, with each later campaign's change."""
+    from hpcscale.report.fmt import cell
+
+    a = result.aligned
+    base = a[a["campaign"] == result.baseline].set_index("row").sort_index()
+    later = result.campaigns[1:]
+    table = Grid(
+        f"Images/s on {result.axis}, against {result.baseline}",
+        [
+            Col("Cell", key=True),
+            *(Col(n, right=True) for n in result.campaigns),
+            *(Col(f"{n} vs baseline", right=True) for n in later),
+        ],
+    )
+    d = result.differences
+    for row, b in base.iterrows():
+        values = [cell(float(a[(a["row"] == row) & (a["campaign"] == n)]["images_per_s"].iloc[0]))
+                  for n in result.campaigns]  # fmt: skip
+        changes = []
+        for n in later:
+            hit = d[(d["row"] == row) & (d["campaign"] == n) & (d["metric"] == "images_per_s")]
+            changes.append(_change(hit.iloc[0]) if len(hit) else "–")
+        table.add_row(str(b["cell"]), *values, *changes)
+    return table
+
+
+def _change(d: pd.Series) -> str:
+    change = float(d["change"])
+    return "–" if math.isnan(change) else f"{change:+.1%} ({d['noise']})"

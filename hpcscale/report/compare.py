@@ -1,0 +1,379 @@
+"""`compare`: two or more campaigns in one report, aligned on the scale axis they share.
+
+The campaigns are loaded as `report` loads them (collecting new runs first), aligned and compared
+by `hpcscale.analysis.compare`, laid out here as report sections (campaigns, aligned cells with
+the overlay figure, differences from the first campaign, data quality) and written by
+`report.build.write`: the same index.md, self-contained index.html and data/*.csv as `report`.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+from matplotlib.figure import Figure
+
+from hpcscale.analysis import compare as cmp
+from hpcscale.analysis.intervals import INTERVAL_NAME
+from hpcscale.analysis.quality import quality_flags, without_partial_timelines
+from hpcscale.analysis.tables import AXIS_LABELS
+from hpcscale.core.paths import workdir as resolve_workdir
+from hpcscale.core.vocab import term
+from hpcscale.errors import UsageError
+from hpcscale.report.build import write
+from hpcscale.report.data import CampaignSource, campaign_source, collected_runs, report_inputs
+from hpcscale.report.figures.style import (
+    WIDTH,
+    axes_grid,
+    axis_title,
+    colour,
+    interval_bars,
+    line,
+    log2_x,
+    new_figure,
+    styled,
+)
+from hpcscale.report.model import CampaignReport, Section, Table, plot_if
+from hpcscale.report.sections.quality import NONE_TEXT, quality_section
+
+HEADINGS: dict[str, str] = {
+    "images_per_s": "Images/s",
+    "speedup": "Speedup",
+    "efficiency": "Efficiency",
+    "epoch_time_s": "Epoch time (s)",
+}
+LINESTYLES = ("-", "--", ":", "-.")
+MARKERS = ("o", "s", "^", "D", "v")
+
+
+@dataclass
+class CompareResult:
+    """What `compare` found and wrote; `regressions` decide `--check`."""
+
+    axis: str  # the shared scale axis: nodes, ranks or gpus
+    campaigns: list[str]  # as named in the report, the baseline first
+    directories: list[Path]
+    aligned: pd.DataFrame  # analysis.compare.align: one row per (aligned row, campaign)
+    differences: pd.DataFrame  # analysis.compare.differences
+    regressions: list[cmp.Regression]
+    tolerance: float
+    report: CampaignReport
+    paths: list[Path] = field(default_factory=list)
+
+    @property
+    def baseline(self) -> str:
+        return self.campaigns[0]
+
+    @property
+    def passed(self) -> bool:
+        return not self.regressions
+
+    @property
+    def missing(self) -> list[str]:
+        """Cells the baseline has a value for and a later campaign has not: not compared."""
+        d = self.differences
+        if d.empty:
+            return []
+        gone = d[(d["noise"] == "missing") & d["value"].isna()]
+        return list(dict.fromkeys(f"{r['campaign']}: {r['cell']}" for _, r in gone.iterrows()))
+
+
+def compare_campaigns(
+    campaigns: Sequence[str],
+    workdir: str | Path | None = None,
+    *,
+    on: str | None = None,
+    out: str | Path | None = None,
+    tolerance: float = cmp.DEFAULT_TOLERANCE,
+    include_stale: bool = False,
+) -> CompareResult:
+    """Load, align, compare and write (see `hpcscale.api.compare`). UsageError (exit 2) for
+    fewer than two campaigns, an unknown one, one without finished runs, no shared axis or a
+    negative tolerance; nothing is written then."""
+    if not (isinstance(tolerance, int | float) and math.isfinite(tolerance) and tolerance >= 0):
+        raise UsageError(f"--tolerance must be a relative drop >= 0 (0.05: 5 %), not {tolerance}")
+    if len(campaigns) < 2:
+        raise UsageError("compare needs two or more campaigns (the first is the baseline)")
+    wd = resolve_workdir(workdir)
+    sources = [_source(c, wd) for c in campaigns]
+    dirs = [s.dir.resolve() for s in sources]
+    if len(set(dirs)) < len(dirs):
+        twice = next(d for d in dirs if dirs.count(d) > 1)
+        raise UsageError(f"campaign directory {twice} named twice")
+    names = labels(dirs)
+    runs = {
+        n: _runs(s, c, include_stale) for n, s, c in zip(names, sources, campaigns, strict=True)
+    }
+    axis = cmp.shared_axis(runs, on)
+    cells = {n: cmp.campaign_cells(r, axis) for n, r in runs.items()}
+    aligned, keys = cmp.align(cells, axis)
+    diffs = cmp.differences(aligned, names[0], tolerance)
+    found = cmp.regressions(diffs, names[0], tolerance)
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "-", "-vs-".join(names))[:120]
+    sections = [
+        campaigns_section(names, sources, runs, cells, axis, keys),
+        aligned_section(aligned, names, axis, keys),
+        differences_section(diffs, names[0], tolerance, found),
+        _quality(runs),
+    ]
+    description = (
+        f"{', '.join(names[1:])} against {names[0]} (the baseline), aligned on "
+        f"{AXIS_LABELS.get(axis, axis).lower()}."
+    )
+    both = pd.concat([r.assign(compared_as=n) for n, r in runs.items()], ignore_index=True)
+    rep = CampaignReport(name, description, sections, both, aligned)
+    for n, r in runs.items():
+        if unfinished := r.attrs.get("unfinished") or []:
+            rep.notes.append(f"{n}: {len(unfinished)} run(s) not finished yet, shown as missing")
+        rep.notes += [f"{n}: run {rid}: {why}" for rid, why in r.attrs.get("problems", [])]
+    out_dir = Path(out).absolute() if out else dirs[0].parent / "compare" / name
+    written = write([rep], out_dir, ("md", "html", "csv"))
+    return CompareResult(axis, names, dirs, aligned, diffs, found, tolerance, rep, written.paths)
+
+
+def _source(campaign: str, wd: Path) -> CampaignSource:
+    dirs, _, sources, _ = report_inputs(campaign, wd)
+    return sources.get(dirs[0]) or campaign_source(dirs[0])
+
+
+def _runs(src: CampaignSource, named: str, include_stale: bool) -> pd.DataFrame:
+    runs = collected_runs(src, include_stale=include_stale)
+    if runs is None or runs.empty:
+        raise UsageError(
+            f"campaign {named!r} ({src.dir}) has no finished runs to compare; "
+            f"see `hpcscale status {src.name}`"
+        )
+    return without_partial_timelines(runs, False)
+
+
+def labels(dirs: Sequence[Path]) -> list[str]:
+    """Each campaign's name in the report: its directory name, with as many parent directories
+    as it takes to tell apart campaigns of the same name (this month's run vs last month's)."""
+    depth = 1
+    while True:
+        names = ["/".join(d.parts[-depth:]) for d in dirs]
+        if len(set(names)) == len(names) or depth >= max(len(d.parts) for d in dirs):
+            return names
+        depth += 1
+
+
+def campaigns_section(
+    names: Sequence[str],
+    sources: Sequence[CampaignSource],
+    runs: dict[str, pd.DataFrame],
+    cells: dict[str, pd.DataFrame],
+    axis: str,
+    keys: Sequence[str],
+) -> Section:
+    """Who is compared: each campaign's directory, system, sizes and the settings that tell the
+    campaigns apart (fixed within each, different between them)."""
+    rows = []
+    for i, (n, src) in enumerate(zip(names, sources, strict=True)):
+        c = cells[n]
+        sizes = sorted({int(v) for v in c["axis_value"].dropna()})
+        rows.append(
+            {
+                "Campaign": n,
+                "Role": "baseline" if i == 0 else "compared",
+                "System": src.system or "",
+                "Runs": len(runs[n]),
+                "Cells": int((c["repeats"] > 0).sum()),
+                AXIS_LABELS.get(axis, axis): ", ".join(map(str, sizes)),
+                "Description": src.description,
+                "Directory": str(src.dir),
+            }
+        )
+    differ = []
+    for f in cmp.MATCH_FIELDS:
+        if f == axis or f in keys:
+            continue
+        values = [{cmp.plain(v) for v in cells[n][f]} for n in names if f in cells[n].columns]
+        if all(len(v) == 1 for v in values) and len({next(iter(v)) for v in values}) > 1:
+            differ.append(f)
+    frame = pd.DataFrame(rows)
+    for f in differ:
+        frame.insert(3, term(f).label, [_one(cells[n][f]) for n in names])
+    axis_name = AXIS_LABELS.get(axis, axis).lower()
+    text = [
+        f"{len(names)} campaigns aligned on {axis_name} (`--on` names the axis). The first, "
+        f"{names[0]}, is the baseline: every later campaign is compared with it.",
+        "Rows are matched on the axis value"
+        + (f" and on {', '.join(keys)} (swept within a campaign)" if keys else "")
+        + ". Settings fixed within each campaign but different between them are what is "
+        "compared: "
+        + (", ".join(term(f).label for f in differ) or "none among the run fields")
+        + ".",
+    ]
+    return Section(
+        "campaigns", "Campaigns compared", text, [Table("campaigns", "Campaigns", frame)]
+    )
+
+
+def aligned_section(
+    aligned: pd.DataFrame, names: Sequence[str], axis: str, keys: Sequence[str]
+) -> Section:
+    """The aligned table (one row per axis value and knob combination, columns per campaign)
+    and the overlay figure (one line per campaign)."""
+    frame = aligned_table(aligned, names, axis, keys)
+    note = (
+        "–: no valid result in that campaign (not planned there, not finished, unreadable, or "
+        "no baseline: see its Flags column and the Data quality section)."
+    )
+    return Section(
+        "aligned",
+        "Aligned cells",
+        [
+            "One row per value of the shared axis and combination of the knobs matched; per "
+            "campaign its median over repeats (speedup and efficiency against its own baseline)."
+        ],
+        [Table("aligned", "Campaigns side by side", frame, note)],
+        plot_if(
+            "overlay",
+            "Campaigns overlaid",
+            overlay(aligned, names, axis, keys),
+            f"One line per campaign; error bars: {INTERVAL_NAME} (none without repeats).",
+        ),
+    )
+
+
+def aligned_table(
+    aligned: pd.DataFrame, names: Sequence[str], axis: str, keys: Sequence[str]
+) -> pd.DataFrame:
+    out = pd.DataFrame()
+    first = aligned[aligned["campaign"] == names[0]].set_index("row").sort_index()
+    for k in keys:
+        out[term(k).label] = first[k].to_numpy()
+    out[AXIS_LABELS.get(axis, axis)] = first["axis_value"].to_numpy()
+    for n in names:
+        mine = aligned[aligned["campaign"] == n].set_index("row").sort_index()
+        for m, heading in HEADINGS.items():
+            out[f"{n}: {heading}"] = mine[m].to_numpy()
+        if mine["flags"].astype(bool).any():
+            out[f"{n}: Flags"] = mine["flags"].to_numpy()
+    return out
+
+
+def differences_section(
+    diffs: pd.DataFrame, baseline: str, tolerance: float, found: Sequence[cmp.Regression]
+) -> Section:
+    better = ", ".join(
+        f"{HEADINGS[m]} {'higher' if hi else 'lower'}" for m, hi in cmp.HIGHER_IS_BETTER.items()
+    )
+    text = [
+        f"Each later campaign against {baseline}. Better is: {better}. Two values are called "
+        "different only when their intervals do not overlap ('within noise' otherwise; 'no "
+        "interval' without repeats).",
+        f"A regression is a metric worse than the baseline's by more than {tolerance:.1%} "
+        "(the tolerance, `--tolerance`) and not within noise; `--check` fails on any.",
+    ]
+    text.append(
+        f"{len(found)} regression(s): " + "; ".join(r.message for r in found)
+        if found
+        else f"No metric regressed beyond {tolerance:.1%}."
+    )
+    tabs = []
+    if not diffs.empty:
+        frame = pd.DataFrame(
+            {
+                "Cell": diffs["cell"],
+                "Campaign": diffs["campaign"],
+                "Metric": diffs["metric"].map(HEADINGS),
+                "Better": diffs["metric"].map(
+                    lambda m: "higher" if cmp.HIGHER_IS_BETTER[m] else "lower"
+                ),
+                "Baseline": diffs["baseline"],
+                "Value": diffs["value"],
+                "Change (%)": 100.0 * diffs["change"],
+                "Verdict": [_verdict(d) for _, d in diffs.iterrows()],
+                "Regression": diffs["regressed"].map(lambda r: "REGRESSED" if r else ""),
+                "Flags": diffs["flags"],
+            }
+        )
+        tabs.append(Table("differences", f"Differences from {baseline}", frame, INTERVAL_NAME))
+    return Section("differences", f"Differences from {baseline}", text, tabs)
+
+
+def _verdict(d: pd.Series) -> str:
+    if d["noise"] == "missing":
+        return "missing in baseline" if math.isnan(d["baseline"]) else "missing"
+    if d["better"] is True:
+        return "better (beyond noise)"
+    if d["better"] is False:
+        return "worse (beyond noise)"
+    return str(d["noise"])
+
+
+def _quality(runs: dict[str, pd.DataFrame]) -> Section:
+    """Every campaign's Data quality rows, with the campaign named."""
+    frames = []
+    for n, r in runs.items():
+        sec = quality_section(r, quality_flags(r))
+        for t in sec.tables:
+            frames.append(t.frame.assign(Campaign=n)[["Campaign", *t.frame.columns]])
+    if not frames:
+        return Section("quality", "Data quality", [NONE_TEXT])
+    text = [
+        "Every run left out of the tables and figures (excluded), or kept but marked in them "
+        "(flagged), per campaign, and why; the aligned table shows such cells as missing or "
+        "names their flags."
+    ]
+    table = Table("quality", "Runs left out or flagged", pd.concat(frames, ignore_index=True))
+    return Section("quality", "Data quality", text, [table])
+
+
+@styled
+def overlay(
+    aligned: pd.DataFrame, names: Sequence[str], axis: str, keys: Sequence[str]
+) -> Figure | None:
+    """Each metric against the axis, one colour per campaign (one line style per knob
+    combination matched), so the curves lie on top of each other."""
+    shown = [m for m in cmp.METRICS if aligned[m].notna().any()]
+    if not shown:
+        return None
+    combos = list(dict.fromkeys(_combos(aligned, keys)))
+    fig = new_figure(3.2 * math.ceil(len(shown) / 2) + 0.3 * len(names) * len(combos), WIDTH)
+    axes = axes_grid(fig, math.ceil(len(shown) / 2), 2 if len(shown) > 1 else 1)
+    for ax, m in zip(axes, shown, strict=False):
+        for i, n in enumerate(names):
+            mine = aligned[(aligned["campaign"] == n) & aligned[m].notna()]
+            for j, combo in enumerate(combos):
+                sel = mine[[c == combo for c in _combos(mine, keys)]]
+                if sel.empty:
+                    continue
+                sel = sel.sort_values("axis_value")
+                what = ", ".join(
+                    f"{k}={cmp.fmt_value(cmp.plain(v))}" for k, v in zip(keys, combo, strict=True)
+                )
+                line(
+                    ax,
+                    sel["axis_value"].to_numpy(float),
+                    sel[m].to_numpy(float),
+                    interval_bars(sel, m),
+                    color=colour(i),
+                    ls=LINESTYLES[j % len(LINESTYLES)],
+                    marker=MARKERS[i % len(MARKERS)],
+                    label=f"{n}: {what}" if what else n,
+                )
+        log2_x(ax, aligned["axis_value"].dropna())
+        ax.set_xlabel(axis_title(axis))
+        ax.set_ylabel(HEADINGS[m])
+        ax.set_title(HEADINGS[m])
+    for ax in axes[len(shown) :]:
+        ax.set_visible(False)
+    handles, texts = axes[0].get_legend_handles_labels()
+    fig.legend(handles, texts, loc="outside lower center", ncols=min(3, len(texts)), frameon=False)
+    return fig
+
+
+def _combos(frame: pd.DataFrame, keys: Sequence[str]) -> list[tuple]:
+    """Each row's values of the match keys (an empty tuple each when there are none)."""
+    return [tuple(cmp.plain(frame.at[i, k]) for k in keys) for i in frame.index]
+
+
+def _one(values: pd.Series) -> object:
+    v = cmp.plain(values.iloc[0]) if len(values) else None
+    return "default" if v is None else v

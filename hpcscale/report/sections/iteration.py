@@ -1,0 +1,67 @@
+"""Time per iteration against the batch (seed 003's Goyal et al. Fig. 7): how long one training
+step takes as the batch grows, swept at a fixed scale or grown with the ranks (weak scaling)."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from hpcscale.analysis.batch import STEP_SOURCES, iteration_rows
+from hpcscale.report import figures
+from hpcscale.report.figures.batch import sweep_labels
+from hpcscale.report.model import Section, Table, plot_if
+from hpcscale.report.sections.quality import mark_flagged
+
+TITLE = "Time per iteration against batch size"
+
+
+def iteration_section(cells: pd.DataFrame, runs: pd.DataFrame) -> Section | None:
+    rows = iteration_rows(cells, runs)
+    if rows.empty:
+        return None
+    weak = bool((rows["line_kind"] == "weak").all())
+    text = [
+        (
+            "Weak scaling: the global batch grows with the ranks (per-rank batch fixed), as in "
+            "Goyal et al.'s Fig. 7 (seed 003); ideally the time per iteration stays flat and the "
+            "time per epoch falls with the batch."
+            if weak
+            else "The batch sweeps at a fixed scale: time per iteration against the global batch."
+        ),
+        f"Time per iteration: the {STEP_SOURCES['p50']} of rank 0 (burn-in excluded), else the "
+        f"{STEP_SOURCES['epoch']}; the median over repeats.",
+    ]
+    plots = plot_if(
+        "iteration",
+        "Time per iteration and per epoch against the global batch",
+        figures.iteration_times(rows),
+        "One line per " + ("scaling group" if weak else "batch sweep") + "; left: median step "
+        "time, right: mean epoch time.",
+    )
+    if not plots:
+        text.append("No figure: every line has fewer than three batch sizes (see the table).")
+    table = mark_flagged(
+        Table("iteration", "Time per iteration", _table(rows)),
+        rows,
+        {"Model": "model", "Ranks": "ranks", "Global batch": "global_batch"},
+    )
+    return Section("iteration", TITLE, text, [table], plots)
+
+
+def _table(rows: pd.DataFrame) -> pd.DataFrame:
+    names = sweep_labels(rows, key="line")
+    out = pd.DataFrame(
+        {
+            "Model": rows["model"],
+            "Line": [names[i] for i in rows["line"]],
+            "CPU/GPU": rows["device"].str.upper(),
+            "Ranks": rows["ranks"],
+            "Batch/rank": rows["batch_per_rank"],
+            "Global batch": rows["global_batch"],
+            "Time per iteration (ms)": rows["step_time_ms"],
+            "From": rows["step_time_source"],
+            "Epoch time (s)": rows["epoch_time_s"],
+            "Images/s": rows["images_per_s"],
+            "Repeats": rows["repeats"],
+        }
+    ).reset_index(drop=True)
+    return out.drop(columns="Line") if rows["line"].nunique() < 2 else out

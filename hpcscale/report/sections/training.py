@@ -1,0 +1,265 @@
+"""The training sections: learning curves per epoch, one line per scale (seed 004's accuracy
+plots, the GANs' losses), epochs to the validation-accuracy plateau against GPUs (seed 004's
+last figure), and the last sample grid of each GAN run (seeds 000 and 001).
+
+The curves are `analysis.curves`; the plateau is `analysis.targets` (the same rule as the
+time-to-target section). The sample grids are the one figure read from disk
+(`figures.samples.read_grids`): a grid that is gone or unreadable is named in the notes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from hpcscale.analysis.curves import gaps, has_accuracy, learning_curves
+from hpcscale.analysis.frame import normalise
+from hpcscale.analysis.targets import campaign_targets, target_lines
+from hpcscale.report import labels as lbl
+from hpcscale.report.figures.samples import GridPanel, last_grids, read_grids, sample_grids
+from hpcscale.report.figures.training import (
+    epochs_to_plateau,
+    scale_axis,
+    scale_label,
+    scale_labels,
+)
+from hpcscale.report.figures.training import (
+    learning_curves as curves_figure,
+)
+from hpcscale.report.model import Plot, Section, Table
+from hpcscale.report.sections.targets import PLATEAU_RULE
+
+FINAL_COLUMNS: dict[str, str] = {
+    "train_loss": "Training loss",
+    "loss": "Loss",
+    "val_loss": "Validation loss",
+    "train_accuracy": "Training accuracy",
+    "val_accuracy": "Validation accuracy",
+}
+FOLDING = (
+    "Each point is the median, at that epoch, over the cell's repeats that recorded a finite "
+    "value there (a single run: its own value)."
+)
+NO_FILL = "Epochs with no finite value are left as gaps, never interpolated"
+
+
+def group_names(cells: pd.DataFrame) -> dict[int, str]:
+    """A label per line group naming what differs between groups (the model when nothing)."""
+    firsts = cells.sort_values("group", kind="stable").groupby("group").head(1)
+    return {int(k): v for k, v in lbl.group_labels(firsts).items()}
+
+
+def final_table(cells: pd.DataFrame, curves: pd.DataFrame) -> pd.DataFrame:
+    """Per cell: its scale and the median value of each metric at its last epoch (NaN when
+    that epoch is a gap), with the plateau epoch added by the caller."""
+    axis = scale_axis(cells)
+    metrics = [m for m in FINAL_COLUMNS if m in set(curves["metric"])]
+    metrics += sorted(set(curves["metric"]) - set(FINAL_COLUMNS))
+    rows = []
+    for _, c in cells.sort_values(["group", axis, "nodes"], kind="stable").iterrows():
+        mine = curves[curves["cell"] == c["cell"]]
+        row: dict[str, Any] = {
+            "Model": c["model"],
+            "GPUs" if axis == "gpus" else "Ranks": int(c[axis]),
+            "Nodes": int(c["nodes"]),
+            "Repeats": int(c["repeats"]),
+            "Epochs": int(mine["epoch"].max()),
+        }
+        for m in metrics:
+            series = mine[mine["metric"] == m].sort_values("epoch")
+            row[f"{FINAL_COLUMNS.get(m, m)} (last epoch)"] = (
+                float(series["value"].iloc[-1]) if len(series) else np.nan
+            )
+        row["cell"] = int(c["cell"])
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def gap_text(cells: pd.DataFrame, curves: pd.DataFrame) -> str:
+    found = gaps(curves)
+    if found.empty:
+        return f"{NO_FILL}; none here."
+    names = scale_labels(cells)
+    said = "; ".join(
+        f"{names[int(g['cell'])]} {g['metric']} epoch(s) {', '.join(map(str, g['epochs']))}"
+        for _, g in found.iterrows()
+    )
+    return f"{NO_FILL}: {said}."
+
+
+def training_section(runs: pd.DataFrame, notes: list[str]) -> Section | None:
+    """Learning curves per line group, a final-epoch table, and epochs to the plateau."""
+    cells, curves = learning_curves(runs)
+    if curves.empty or not curves["value"].notna().any():
+        return None
+    names = group_names(cells)
+    plots = []
+    for gid, gcells in cells.groupby("group", sort=True):
+        gcurves = curves[curves["group"] == gid]
+        fig = curves_figure(gcells, gcurves)
+        if fig is None:
+            continue
+        several = len(names) > 1
+        reps = sorted(set(gcells["repeats"]))
+        caption = (
+            "One line per scale (colour); training solid, validation dashed. "
+            + (FOLDING + " " if max(reps) > 1 else "")
+            + gap_text(gcells, gcurves)
+        )
+        plots.append(
+            Plot(
+                f"learning_curves_{gid}" if several else "learning_curves",
+                "Learning curves per epoch" + (f": {names[int(gid)]}" if several else ""),
+                fig,
+                caption,
+            )
+        )
+    table = final_table(cells, curves)
+    text = [
+        "Per-epoch values as the runs recorded them (metrics.json), one line per scale: seed "
+        "004 compared the training and validation accuracy of 1, 2 and 4 GPUs this way. "
+        "Accuracy is a fraction (1 = every image right)."
+        if has_accuracy(curves)
+        else "Each loss per epoch as the runs recorded them (metrics.json), one line per scale "
+        "(a GAN's g_loss is the generator's, d_loss the discriminator's)."
+    ]
+    if has_accuracy(curves):
+        found = campaign_targets(runs)
+        if found.default:
+            plateau = found.cells
+            by_cell = _plateau_by_cell(cells, found.per_run)
+            table["Plateau epoch"] = table["cell"].map(by_cell)
+            fig = epochs_to_plateau(plateau)
+            missing = _not_reached(plateau)
+            caption = PLATEAU_RULE + (
+                f" Median over repeats, bars min to max. No plateau within the epochs run: "
+                f"{missing}."
+                if missing
+                else " Median over repeats, bars min to max."
+            )
+            if fig is not None:
+                plots.append(Plot("epochs_to_plateau", "Epochs to plateau", fig, caption))
+            else:
+                notes.append(f"epochs to plateau: no run reached one ({PLATEAU_RULE})")
+    table = table.drop(columns="cell")
+    tables = [Table("final_epoch", "Last epoch per cell (median over repeats)", table)]
+    return Section("training", "Learning curves", text, tables, plots)
+
+
+def _plateau_by_cell(cells: pd.DataFrame, per_run: pd.DataFrame) -> dict[int, float]:
+    """Median plateau epoch of each curve cell, from the per-run plateaus."""
+    by_run = dict(zip(per_run["run_id"], per_run["plateau_epoch"], strict=True))
+    out = {}
+    for _, c in cells.iterrows():
+        values = [by_run.get(r, np.nan) for r in str(c["run_ids"]).split(",")]
+        finite = [v for v in values if np.isfinite(v)]
+        out[int(c["cell"])] = float(np.median(finite)) if finite else np.nan
+    return out
+
+
+def _not_reached(plateau: pd.DataFrame) -> str:
+    axis = scale_axis(plateau)
+    left = plateau[plateau["plateau_epoch"].isna()]
+    return ", ".join(f"{r['model']} at {scale_label(r, axis)}" for _, r in left.iterrows())
+
+
+def samples_section(runs: pd.DataFrame, notes: list[str]) -> Section | None:
+    """The last sample grid of each GAN run (and any run that wrote grids), one figure per line
+    group; files gone or unreadable go to `notes`, GANs that wrote none too."""
+    table = normalise(runs)
+    table = table.assign(group=target_lines(table).to_numpy())
+    family = table.get("model_family", pd.Series([None] * len(table)))
+    listed = table.get("sample_grids", pd.Series([None] * len(table)))
+    keep = (family == "gan").to_numpy() | listed.map(lambda v: len(_files(v)) > 0).to_numpy()
+    table = table[keep]
+    if table.empty:
+        return None
+    names = group_names(table)
+    plots, rows = [], []
+    for gid, g in table.groupby("group", sort=True):
+        g = g.sort_values(["gpus", "ranks", "nodes", "repeat"], kind="stable")
+        axis = scale_axis(g)
+        runs_panels, epochs = [], set()
+        for _, run in g.iterrows():
+            last = last_grids(_files(run.get("sample_grids")))
+            if last.epoch is None:
+                notes.append(f"run {run['run_id']}: no sample grid recorded (samples/*.png)")
+                continue
+            epochs.add(last.epoch)
+            title = _scale(run, axis, g)
+            panels = [
+                GridPanel(_panel_title(title, rel, len(last.files), last.epoch), _path(run, rel))
+                for rel in last.files
+            ]
+            notes.extend(f"run {run['run_id']}: {p}" for p in read_grids(panels))
+            runs_panels.append(panels)
+            rows.append(
+                {
+                    "Run": run["run_id"],
+                    "Model": run["model"],
+                    "Scale": title,
+                    "Epoch": last.epoch,
+                    "Files": ", ".join(last.files),
+                    "Decoded": all(p.image is not None for p in panels),
+                }
+            )
+        fig = sample_grids(runs_panels)
+        if fig is None:
+            continue
+        when = ", ".join(f"epoch {e}" for e in sorted(epochs))
+        stage = any(len(p) > 1 for p in runs_panels)
+        plots.append(
+            Plot(
+                f"samples_{gid}" if len(names) > 1 else "samples",
+                f"Last sample grids ({when}): {names[int(gid)]}, {_batch(g.iloc[0])}",
+                fig,
+                f"Each run's last sample grid ({when}), from a fixed noise (and text) input; "
+                + ("Stage-I (left) beside Stage-II (right), one run a row; " if stage else "")
+                + "files: "
+                + "; ".join(
+                    f"{r['Run']}: {r['Files']}" for r in rows if r["Run"] in set(g["run_id"])
+                )
+                + ".",
+            )
+        )
+    if not rows:
+        return None
+    return Section(
+        "samples",
+        "Sample grids",
+        ["The last sample grid each GAN run wrote (samples/ in its run directory)."],
+        [Table("sample_grids", "Sample grids shown", pd.DataFrame(rows))],
+        plots,
+    )
+
+
+def _files(value: Any) -> list[str]:
+    if value is None or (isinstance(value, float) and np.isnan(value)):
+        return []
+    return [str(v) for v in value]
+
+
+def _path(run: pd.Series, rel: str) -> Path:
+    return Path(str(run["run_dir"])) / rel
+
+
+def _scale(run: pd.Series, axis: str, group: pd.DataFrame) -> str:
+    n = int(run[axis])
+    text = f"{n} {'GPU' if axis == 'gpus' else 'rank'}{'s' * (n != 1)}"
+    if group["repeat"].nunique() > 1:
+        text += f", repeat {int(run['repeat'])}"
+    return text
+
+
+def _panel_title(scale: str, rel: str, files: int, epoch: int) -> str:
+    if files > 1:
+        return f"{scale}, {'Stage-I' if rel.endswith('_stage1.png') else 'Stage-II'}, ep. {epoch}"
+    return f"{scale}, epoch {epoch}"
+
+
+def _batch(row: pd.Series) -> str:
+    if row["scaling"] == "strong":
+        return f"global batch {int(row['global_batch'])}"
+    return f"batch {int(row['batch_per_rank'])}/rank"

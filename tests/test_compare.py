@@ -1,0 +1,231 @@
+"""`hpcscale compare` (issue 14): real local campaigns side by side (the session's finished
+quickstart and a second real DCGAN campaign with a 32 MB fusion buffer, run here through the real
+CLI and mpirun), copies of them degraded as a regression would, and the API."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import hpcscale
+from hpcscale import api
+from hpcscale.analysis import compare as cmp
+from hpcscale.errors import UsageError
+from hpcscale.report.compare import CompareResult
+from tests.conftest import hpcscale as run_cli
+from tests.quickstart_fixture import run_dir_of
+
+FUSION_YAML = """\
+name: quickstart_fusion
+description: the quickstart's DCGAN with a 32 MB Horovod fusion buffer
+workload:
+  model: dcgan
+  epochs: 1
+  args: {image_size: 32, dataset_size: 256}
+system: local
+scaling: weak
+matrix:
+  layout: ["1x1", "2x1"]
+  batch: 16
+  fusion_threshold_mb: 32
+"""
+NAME = "quickstart-vs-quickstart_fusion"
+METRICS = {
+    "Images/s": "images_per_s",
+    "Speedup": "speedup",
+    "Efficiency": "efficiency",
+    "Epoch time (s)": "epoch_time_s",
+}
+
+
+@pytest.fixture(scope="module")
+def two_campaigns(finished_quickstart: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A workdir holding a copy of the finished quickstart and a second real campaign (the same
+    model and sizes, fusion threshold 32 MB, one epoch), run through the real CLI."""
+    wd = tmp_path_factory.mktemp("compare") / "runs"
+    shutil.copytree(finished_quickstart, wd, symlinks=True)
+    (wd / "quickstart" / ".collect-cache.json").unlink(missing_ok=True)
+    yaml = wd.parent / "quickstart_fusion.yaml"
+    yaml.write_text(FUSION_YAML)
+    run_cli("submit", str(yaml), "--backend", "local", "-w", str(wd), check=True, timeout=1800)
+    return wd
+
+
+def _own_cells(wd: Path, campaign: str, out: Path) -> pd.DataFrame:
+    """The campaign's own report cells, by ranks."""
+    rep = api.report(campaign, wd, out=out, formats=["md"]).reports[0]
+    return rep.cells.set_index("ranks")
+
+
+def test_two_real_campaigns_side_by_side(two_campaigns: Path, tmp_path: Path) -> None:
+    wd = two_campaigns
+    proc = run_cli("compare", "quickstart", "quickstart_fusion", "-w", str(wd))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    out = wd / "compare" / NAME
+    assert f"report: {out / 'index.html'}" in proc.stdout
+    assert "Images/s on ranks, against quickstart" in proc.stdout
+
+    aligned = pd.read_csv(out / "data" / f"{NAME}-aligned.csv")
+    assert list(aligned["Ranks"]) == [1, 2]  # the shared axis detected: ranks
+    for campaign in ("quickstart", "quickstart_fusion"):
+        own = _own_cells(wd, campaign, tmp_path / campaign)
+        for heading, metric in METRICS.items():
+            column = f"{campaign}: {heading}"
+            assert column in aligned.columns
+            expected = [float(own.loc[r, metric]) for r in (1, 2)]
+            assert list(aligned[column]) == pytest.approx(expected, rel=1e-9), column
+
+    campaigns = pd.read_csv(out / "data" / f"{NAME}-campaigns.csv").set_index("Campaign")
+    assert campaigns.loc["quickstart", "Role"] == "baseline"
+    assert list(campaigns["Fusion threshold"].astype(str)) == ["default", "32.0"]
+    diffs = pd.read_csv(out / "data" / f"{NAME}-differences.csv")
+    assert len(diffs) == 2 * 4 and set(diffs["Campaign"]) == {"quickstart_fusion"}
+    assert set(diffs["Verdict"]) <= {"no interval"}  # one run per cell: no interval
+
+    png = out / "figures" / f"{NAME}-overlay.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    html = (out / "index.html").read_text()
+    assert html.count('<img src="data:image/png;base64,') == 1 and "Campaigns overlaid" in html
+    assert 'src="http' not in html and "Campaigns side by side" in html
+    md = (out / "index.md").read_text()
+    assert f"![Campaigns overlaid](figures/{NAME}-overlay.png)" in md
+    assert "## Differences from quickstart" in md and "## Data quality" in md
+
+
+def _degrade(wd: Path, ranks: int, factor: float) -> None:
+    """The run's metrics.json with throughput divided and epoch times multiplied by `factor`."""
+    path = run_dir_of(wd, ranks) / "metrics.json"
+    m = json.loads(path.read_text())
+    m["images_per_s"] = [v / factor for v in m["images_per_s"]]
+    m["epoch_time_s"] = [v * factor for v in m["epoch_time_s"]]
+    path.write_text(json.dumps(m))
+    (wd / "quickstart" / ".collect-cache.json").unlink(missing_ok=True)
+
+
+def test_check_passes_on_identical_data_and_fails_on_a_regression(
+    quickstart_copy: Callable[[], Path],
+) -> None:
+    before, after = quickstart_copy(), quickstart_copy()
+    a, b = str(before / "quickstart"), str(after / "quickstart")
+    proc = run_cli("compare", a, b, "--check", "-o", str(after.parent / "same"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "0 regression(s) beyond 5.0% in 8 comparison(s)" in proc.stdout
+    assert "copy0/runs/quickstart" in proc.stdout and "copy1/runs/quickstart" in proc.stdout
+
+    _degrade(after, 2, 2.0)
+    out = after.parent / "worse"
+    proc = run_cli("compare", a, b, "--check", "--tolerance", "0.05", "-o", str(out))
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    err = " ".join(proc.stderr.split())
+    assert "images_per_s at ranks=2 regressed from" in err and "(-50.0%" in err
+    assert "epoch_time_s at ranks=2 regressed from" in err and "(+100.0%" in err
+    assert "4 metric(s) regressed beyond 5.0% against copy0/runs/quickstart" in err
+    assert "REGRESSED" in (out / "index.md").read_text()
+    # a tolerance above the drop passes; without --check the regression is reported, exit 0
+    assert run_cli("compare", a, b, "--check", "--tolerance", "1.5", "-o", str(out)).returncode == 0
+    proc = run_cli("compare", a, b, "-o", str(out))
+    assert proc.returncode == 0 and "regression:" in proc.stderr
+
+    result = hpcscale.compare([a, b], out=out)  # the API, as hpcscale.compare too
+    assert isinstance(result, CompareResult) and not result.passed
+    assert {(r.metric, r.cell) for r in result.regressions} == {(m, "ranks=2") for m in cmp.METRICS}
+    worst = next(r for r in result.regressions if r.metric == "images_per_s")
+    assert worst.change == pytest.approx(-0.5) and worst.baseline == "copy0/runs/quickstart"
+    assert result.axis == "ranks" and result.baseline == "copy0/runs/quickstart"
+
+
+def test_missing_results_are_shown_as_missing(quickstart_copy: Callable[[], Path]) -> None:
+    before, after = quickstart_copy(), quickstart_copy()
+    bad = run_dir_of(after, 2)
+    (bad / "metrics.json").write_text('{"schema_version": 1, "epoch_time_s": [3.9')
+    out = after.parent / "gap"
+    result = api.compare([str(before / "quickstart"), str(after / "quickstart")], out=out)
+    later = result.aligned[result.aligned["campaign"] == "copy1/runs/quickstart"]
+    gap = later.set_index("axis_value").loc[2]
+    assert not gap["present"] and np.isnan(gap["images_per_s"])
+    assert "unreadable_results" in gap["flags"]
+    assert result.missing == ["copy1/runs/quickstart: ranks=2"] and result.passed
+    md = (out / "index.md").read_text()
+    assert "copy1/runs/quickstart: Flags" in md and "unreadable_results" in md
+    assert bad.name in md.split("## Data quality", 1)[1]
+
+
+def test_errors_exit_2_and_write_nothing(two_campaigns: Path, tmp_path: Path) -> None:
+    wd = str(two_campaigns)
+    out = tmp_path / "out"
+    cases = {
+        ("quickstart", "nope"): "no campaign 'nope'",
+        ("quickstart",): "compare needs two or more campaigns",
+        ("quickstart", "quickstart_fusion", "--on", "nodes"): "--on nodes: no campaign varies "
+        "nodes (quickstart varies ranks; quickstart_fusion varies ranks)",
+        ("quickstart", "quickstart_fusion", "--tolerance", "-0.1"): "--tolerance must be",
+        ("quickstart", "quickstart"): "named twice",
+    }
+    for args, said in cases.items():
+        proc = run_cli("compare", *args, "-w", wd, "-o", str(out))
+        assert proc.returncode == 2, (args, proc.stdout, proc.stderr)
+        assert said in " ".join(proc.stderr.split()), (args, proc.stderr)
+    # a campaign rendered but not run: no finished runs
+    fresh = tmp_path / "fresh"
+    yaml = tmp_path / "later.yaml"
+    yaml.write_text(FUSION_YAML.replace("name: quickstart_fusion", "name: later"))
+    run_cli("render", str(yaml), "-w", str(fresh), check=True)
+    first = str(two_campaigns / "quickstart")
+    proc = run_cli("compare", first, str(yaml), "-w", str(fresh), "-o", str(out))
+    assert proc.returncode == 2 and "'" + str(yaml) + "'" in proc.stderr
+    assert "has no finished runs to compare" in " ".join(proc.stderr.split())
+    assert not out.exists()
+
+
+def _runs(**columns: list) -> pd.DataFrame:
+    n = len(next(iter(columns.values())))
+    base = {"model": "dcgan", "scaling": "weak", "device": "cpu", "batch_per_rank": 16}
+    return pd.DataFrame({**{k: [v] * n for k, v in base.items()}, **columns})
+
+
+def test_no_shared_axis_names_what_each_varies() -> None:
+    by_nodes = _runs(nodes=[1, 2], images_per_s=[10.0, 20.0], epoch_time_s=[1.0, 1.0])
+    by_gpus = _runs(
+        nodes=[1, 1], device=["gpu"] * 2, gpus_per_node=[1, 2], images_per_s=[5.0, 9.0],
+        epoch_time_s=[1.0, 1.0],
+    )  # fmt: skip
+    with pytest.raises(UsageError) as err:
+        cmp.shared_axis({"A": by_nodes, "B": by_gpus})
+    assert "share no scale axis (A varies nodes, ranks; B varies gpus)" in str(err.value)
+    assert "--on AXIS" in str(err.value)
+    assert cmp.shared_axis({"A": by_nodes, "B": by_nodes}) == "nodes"
+    with pytest.raises(UsageError, match=r"--on: unknown scaled axis 'cores'"):
+        cmp.shared_axis({"A": by_nodes, "B": by_nodes}, on="cores")
+
+
+def test_within_noise_is_not_a_regression() -> None:
+    """Repeats give intervals: a 10 % drop whose intervals overlap is within noise (no
+    regression); the same drop with tight repeats is beyond noise and regresses."""
+
+    def campaign(at2: list[float]) -> pd.DataFrame:
+        x = [100.0, 101.0, 99.0, *at2]
+        return _runs(
+            nodes=[1, 1, 1, 2, 2, 2], repeat=[0, 1, 2] * 2, images_per_s=x,
+            epoch_time_s=[1.0] * 6, run_id=[f"r{i}" for i in range(6)],
+        )  # fmt: skip
+
+    base = campaign([200.0, 202.0, 198.0])
+    noisy = campaign([180.0, 240.0, 150.0])  # median 180: -10 %, wide interval
+    tight = campaign([180.0, 181.0, 179.0])  # median 180: -10 %, narrow interval
+    for other, noise, regressed in ((noisy, "within noise", False), (tight, "beyond noise", True)):
+        runs = {"base": base, "other": other}
+        cells = {n: cmp.campaign_cells(r, "nodes") for n, r in runs.items()}
+        aligned, keys = cmp.align(cells, "nodes")
+        assert keys == [] and list(aligned["cell"].unique()) == ["nodes=1", "nodes=2"]
+        diffs = cmp.differences(aligned, "base", tolerance=0.05)
+        row = diffs[(diffs["cell"] == "nodes=2") & (diffs["metric"] == "images_per_s")].iloc[0]
+        assert row["change"] == pytest.approx(-0.1)
+        assert (row["noise"], bool(row["regressed"])) == (noise, regressed)
+        found = cmp.regressions(diffs, "base", 0.05)
+        assert ("images_per_s" in {r.metric for r in found}) is regressed
