@@ -229,3 +229,15 @@ def test_within_noise_is_not_a_regression() -> None:
         assert (row["noise"], bool(row["regressed"])) == (noise, regressed)
         found = cmp.regressions(diffs, "base", 0.05)
         assert ("images_per_s" in {r.metric for r in found}) is regressed
+
+
+def test_fields_that_differ_at_the_same_axis_value_are_named() -> None:
+    """Two ranks on one node (mpirun) against two ranks on two nodes (SLURM): the row at ranks=2
+    compares different node counts, and the report must say so; at ranks=1 nothing differs."""
+    local = _runs(ranks=[1, 2], nodes=[1, 1], tasks_per_node=[1, 2], images_per_s=[10.0, 18.0])
+    slurm = _runs(ranks=[1, 2], nodes=[1, 2], tasks_per_node=[1, 1], images_per_s=[10.0, 17.0])
+    for frame in (local, slurm):
+        frame["epoch_time_s"] = 1.0
+    cells = {n: cmp.campaign_cells(r, "ranks") for n, r in {"local": local, "slurm": slurm}.items()}
+    got = cmp.differing_at_rows(cells, "ranks", [], ["nodes", "tasks_per_node", "model"])
+    assert got == {"nodes": ["ranks=2"], "tasks_per_node": ["ranks=2"]}

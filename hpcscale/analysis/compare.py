@@ -156,6 +156,32 @@ def match_keys(cells: Mapping[str, pd.DataFrame], axis: str) -> list[str]:
     return out
 
 
+def differing_at_rows(
+    cells: Mapping[str, pd.DataFrame], axis: str, keys: Sequence[str], fields: Sequence[str]
+) -> dict[str, list[str]]:
+    """Fields (of `fields`) whose values differ between campaigns at the same aligned row (e.g.
+    nodes at ranks=2: one node under mpirun, two under SLURM), with the rows' labels: part of
+    what a row compares, though no campaign holds the field fixed."""
+    cols = ["axis_value", *keys]
+    out: dict[str, list[str]] = {}
+    for field in fields:
+        seen: dict[tuple, set] = {}
+        for frame in cells.values():
+            if field not in frame.columns:
+                continue
+            for _, r in frame.iterrows():
+                if int(r.get("repeats") or 0) > 0:
+                    seen.setdefault(_key(r, cols), set()).add(plain(r[field]))
+        rows = [
+            _label(axis, cols, k)
+            for k, v in sorted(seen.items(), key=lambda kv: _sort_key(kv[0]))
+            if len(v) > 1
+        ]
+        if rows:
+            out[field] = rows
+    return out
+
+
 def align(cells: Mapping[str, pd.DataFrame], axis: str) -> tuple[pd.DataFrame, list[str]]:
     """One row per (campaign, aligned row): `row` (shared by the campaigns' matching cells),
     `campaign`, `cell` (its label), the axis value, the match keys, METRICS with `_lo`/`_hi`,

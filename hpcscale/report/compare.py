@@ -208,6 +208,19 @@ def campaigns_section(
         + (", ".join(term(f).label for f in differ) or "none among the run fields")
         + ".",
     ]
+    systems = {src.system for src in sources}
+    if len(systems) > 1:
+        text.append("The campaigns ran on different system profiles (System column).")
+    rest = [f for f in cmp.MATCH_FIELDS if f != axis and f not in keys and f not in differ]
+    per_row = cmp.differing_at_rows(cells, axis, keys, rest)
+    if per_row:
+        text.append(
+            "At the same "
+            + axis_name
+            + " the campaigns also differ in: "
+            + "; ".join(f"{term(f).label} ({', '.join(rows)})" for f, rows in per_row.items())
+            + "."
+        )
     return Section(
         "campaigns", "Campaigns compared", text, [Table("campaigns", "Campaigns", frame)]
     )
@@ -362,6 +375,7 @@ def overlay(
         ax.set_xlabel(axis_title(axis))
         ax.set_ylabel(HEADINGS[m])
         ax.set_title(HEADINGS[m])
+        ax.set_ylim(bottom=0)  # every metric is >= 0: a cut axis would magnify a 2 % gap
     for ax in axes[len(shown) :]:
         ax.set_visible(False)
     handles, texts = axes[0].get_legend_handles_labels()
