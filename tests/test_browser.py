@@ -377,3 +377,29 @@ def test_quickstart_report_in_chromium(browser: Browser, quickstart_report: Path
 def test_seed_studies_report_in_chromium(browser: Browser, seed_report: Path) -> None:
     wide = check_report(browser, seed_report, "report-seeds.png")
     assert wide >= 1
+
+
+@pytest.fixture(scope="module")
+def compare_report(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Path:
+    """index.html of `hpcscale compare` on two copies of the real finished quickstart (this
+    month's run against last month's: the same campaign name in two directories)."""
+    need_browser()
+    workdir: Path = request.getfixturevalue("finished_quickstart")
+    root = tmp_path_factory.mktemp("browser-compare")
+    dirs = []
+    for month in ("last_month", "this_month"):
+        shutil.copytree(workdir / "quickstart", root / month / "quickstart", symlinks=True)
+        dirs.append(str(root / month / "quickstart"))
+    out = root / "report"
+    hpcscale("compare", *dirs, "-o", str(out), check=True)
+    return out / "index.html"
+
+
+@pytest.mark.mpi
+@pytest.mark.horovod
+def test_compare_report_in_chromium(browser: Browser, compare_report: Path) -> None:
+    wide = check_report(browser, compare_report, "compare.png")
+    # the aligned table (two campaigns x four metrics) is wider than 800 px: it must scroll
+    assert wide >= 1
