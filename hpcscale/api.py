@@ -382,14 +382,14 @@ def compare(
     out: PathLike | None = None,
     tolerance: float = 0.05,
     include_stale: bool = False,
+    allow_missing: bool = False,
 ) -> CompareResult:
-    """Campaigns side by side on the scale axis they share (`on`: nodes, ranks or gpus; default:
-    the one all vary), the first as baseline: aligned tables, overlaid figures, differences within
-    noise or not, `regressions` beyond `tolerance` (relative drop). Report: md, html, csv."""
+    """Campaigns side by side on their shared axis (`on`), the first the baseline; `passed` fails
+    on a regression beyond `tolerance`, a `missing` cell (unless `allow_missing`), no comparison."""
     from hpcscale.report.compare import compare_campaigns
 
     return compare_campaigns(campaigns, workdir, on=on, out=out, tolerance=tolerance,
-                             include_stale=include_stale)  # fmt: skip
+                             include_stale=include_stale, allow_missing=allow_missing)  # fmt: skip
 
 
 def load_results(campaign: str, workdir: PathLike | None = None) -> pd.DataFrame:

@@ -8,6 +8,7 @@ import json
 import shutil
 from collections.abc import Callable
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
@@ -17,6 +18,7 @@ import hpcscale
 from hpcscale import api
 from hpcscale.analysis import compare as cmp
 from hpcscale.errors import UsageError
+from hpcscale.report import compare as cmp_report
 from hpcscale.report.compare import CompareResult
 from tests.conftest import hpcscale as run_cli
 from tests.quickstart_fixture import run_dir_of
@@ -86,7 +88,13 @@ def test_two_real_campaigns_side_by_side(two_campaigns: Path, tmp_path: Path) ->
     assert list(campaigns["Fusion threshold"].astype(str)) == ["default", "32.0"]
     diffs = pd.read_csv(out / "data" / f"{NAME}-differences.csv")
     assert len(diffs) == 2 * 4 and set(diffs["Campaign"]) == {"quickstart_fusion"}
-    assert set(diffs["Verdict"]) <= {"no interval"}  # one run per cell: no interval
+    # one run per cell: no interval; the quickstart's 512 images against 256: epoch times of
+    # different work are not compared, and the campaigns table says the data sets differ
+    assert set(diffs["Verdict"]) == {"no interval", "not comparable (dataset_size differs)"}
+    assert set(diffs[diffs["Metric"] == "Epoch time (s)"]["Verdict"]) == {
+        "not comparable (dataset_size differs)"
+    }
+    assert list(campaigns["Data set"]) == [512, 256] and list(campaigns["Epochs"]) == [2, 1]
 
     png = out / "figures" / f"{NAME}-overlay.png"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -150,10 +158,25 @@ def test_missing_results_are_shown_as_missing(quickstart_copy: Callable[[], Path
     gap = later.set_index("axis_value").loc[2]
     assert not gap["present"] and np.isnan(gap["images_per_s"])
     assert "unreadable_results" in gap["flags"]
-    assert result.missing == ["copy1/runs/quickstart: ranks=2"] and result.passed
+    assert result.missing == ["copy1/runs/quickstart: ranks=2"] and not result.regressions
+    assert not result.passed  # a cell the baseline measured is gone: not a pass
     md = (out / "index.md").read_text()
     assert "copy1/runs/quickstart: Flags" in md and "unreadable_results" in md
     assert bad.name in md.split("## Data quality", 1)[1]
+    # --check fails naming the missing cell; --allow-missing passes it
+    a, b = str(before / "quickstart"), str(after / "quickstart")
+    proc = run_cli("compare", a, b, "--check", "-o", str(out))
+    err = " ".join(proc.stderr.split())
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert (
+        "1 cell(s) of copy0/runs/quickstart with no value in a later campaign, not compared "
+        "(--allow-missing passes them): " in err
+    )
+    assert "copy1/runs/quickstart: ranks=2" in err and "regressed" not in err
+    proc = run_cli("compare", a, b, "--check", "--allow-missing", "-o", str(out))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "1 cell(s) missing" in " ".join(proc.stdout.split())
+    assert api.compare([a, b], out=out, allow_missing=True).passed
 
 
 def test_errors_exit_2_and_write_nothing(two_campaigns: Path, tmp_path: Path) -> None:
@@ -241,3 +264,91 @@ def test_fields_that_differ_at_the_same_axis_value_are_named() -> None:
     cells = {n: cmp.campaign_cells(r, "ranks") for n, r in {"local": local, "slurm": slurm}.items()}
     got = cmp.differing_at_rows(cells, "ranks", [], ["nodes", "tasks_per_node", "model"])
     assert got == {"nodes": ["ranks=2"], "tasks_per_node": ["ranks=2"]}
+
+
+def _compared(runs: dict[str, pd.DataFrame], axis: str = "nodes") -> pd.DataFrame:
+    cells = {n: cmp.campaign_cells(r, axis) for n, r in runs.items()}
+    aligned, _ = cmp.align(cells, axis)
+    return aligned
+
+
+def _result(aligned: pd.DataFrame, allow_missing: bool = False) -> CompareResult:
+    names = list(dict.fromkeys(aligned["campaign"]))
+    diffs = cmp.differences(aligned, names[0], 0.05)
+    found = cmp.regressions(diffs, names[0], 0.05)
+    return CompareResult("nodes", names, [], aligned, diffs, found, 0.05, None, [], allow_missing)  # type: ignore[arg-type]
+
+
+def _by_nodes(nodes: list[int], images: list[float], **more: list) -> pd.DataFrame:
+    return _runs(
+        nodes=nodes, images_per_s=images, epoch_time_s=[256.0 / x for x in images],
+        run_id=[f"r{n}" for n in nodes], **more,
+    )  # fmt: skip
+
+
+def test_missing_cells_and_zero_comparisons_fail_the_check() -> None:
+    """A cell the baseline measured and a later campaign lacks fails `passed` unless
+    allow_missing; a cell only the later campaign has is named but is new, not lost, and does
+    not fail; comparing nothing always fails."""
+    base = _by_nodes([1, 2], [100.0, 190.0])
+    half = _result(_compared({"A": base, "B": _by_nodes([1], [100.0])}))
+    assert half.missing == ["B: nodes=2"] and half.compared == 4 and not half.regressions
+    assert not half.passed
+    assert _result(half.aligned, allow_missing=True).passed
+    wider = _result(_compared({"A": base, "B": _by_nodes([1, 2, 4], [100.0, 190.0, 360.0])}))
+    assert wider.missing == ["A: nodes=4 (vs B)"] and wider.lost == [] and wider.passed
+    assert half.lost == ["B: nodes=2"]
+    none = _result(_compared({"A": base, "B": _by_nodes([4, 8], [360.0, 700.0])}))
+    assert none.compared == 0 and not none.regressions
+    assert not none.passed and not _result(none.aligned, allow_missing=True).passed
+
+
+def test_speedup_against_a_different_baseline_is_not_compared() -> None:
+    """A at nodes 1/2/4, B at nodes 2/4, the same images/s: B's speedup is against nodes=2, so
+    its speedup and efficiency are not compared (never regressed); throughput and epoch time
+    still are."""
+    a = _by_nodes([1, 2, 4], [100.0, 190.0, 360.0])
+    b = _by_nodes([2, 4], [190.0, 360.0])
+    diffs = cmp.differences(_compared({"A": a, "B": b}), "A", 0.05)
+    at2 = diffs[diffs["cell"] == "nodes=2"].set_index("metric")
+    for m in ("speedup", "efficiency"):
+        assert at2.loc[m, "noise"] == "different baseline (nodes=1 vs 2)"
+        assert not at2.loc[m, "regressed"] and at2.loc[m, "better"] is None
+    assert at2.loc["images_per_s", "noise"] == "no interval"
+    assert at2.loc["epoch_time_s", "noise"] == "no interval"
+    assert not diffs["regressed"].any()
+    text = " ".join(cmp_report.differences_section(diffs, "A", 0.05, []).text)
+    assert "B speedup at nodes=2: different baseline (nodes=1 vs 2)" in text
+
+
+def test_different_work_is_named_and_its_epoch_times_not_compared() -> None:
+    """B = A with a data set twice as large: the campaigns section names the data set size, and
+    epoch time is not comparable (never regressed) while images/s is compared."""
+    a = _by_nodes([1, 2], [100.0, 190.0], dataset_size=[256, 256])
+    b = _by_nodes([1, 2], [100.0, 190.0], dataset_size=[512, 512])
+    b["epoch_time_s"] = 2 * a["epoch_time_s"]
+    runs = {"A": a, "B": b}
+    cells = {n: cmp.campaign_cells(r, "nodes") for n, r in runs.items()}
+    aligned, keys = cmp.align(cells, "nodes")
+    diffs = cmp.differences(aligned, "A", 0.05).set_index(["cell", "metric"])
+    assert (
+        diffs.loc[("nodes=2", "epoch_time_s"), "noise"] == "not comparable (dataset_size differs)"
+    )
+    assert diffs.loc[("nodes=2", "images_per_s"), "noise"] == "no interval"
+    assert not diffs["regressed"].any()
+    src = [SimpleNamespace(system="local", description="", dir=Path(n)) for n in runs]
+    section = cmp_report.campaigns_section(["A", "B"], src, runs, cells, "nodes", keys)  # type: ignore[arg-type]
+    assert "different between them are what is compared: Data set." in " ".join(section.text)
+    # steps per epoch (from the runs) differing at one row only: named there, epoch time apart
+    c = _by_nodes([1, 2], [100.0, 190.0], steps_per_epoch=[8, 8])
+    d = _by_nodes([1, 2], [100.0, 190.0], steps_per_epoch=[8, 16])
+    cells = {n: cmp.campaign_cells(r, "nodes") for n, r in {"C": c, "D": d}.items()}
+    assert cmp.differing_at_rows(cells, "nodes", [], cmp.WORKLOAD_FIELDS) == {
+        "steps_per_epoch": ["nodes=2"]
+    }
+    diffs = cmp.differences(cmp.align(cells, "nodes")[0], "C", 0.05).set_index(["cell", "metric"])
+    assert (
+        diffs.loc[("nodes=2", "epoch_time_s"), "noise"]
+        == "not comparable (steps_per_epoch differs)"
+    )
+    assert diffs.loc[("nodes=1", "epoch_time_s"), "noise"] == "no interval"

@@ -25,7 +25,7 @@ from hpcscale.analysis.quality import input_bound_check, quality_flags
 from hpcscale.analysis.targets import parse_target
 from hpcscale.report import fmt
 from hpcscale.report.sections import campaign_report
-from hpcscale.report.sections.scaling import KARP_FLATT
+from hpcscale.report.sections.scaling import KARP_FLATT, KARP_FLATT_TEXT
 from tests.conftest import hpcscale
 from tests.quickstart_fixture import run_dir_of
 from tests.test_analysis import frame
@@ -105,6 +105,63 @@ def test_missing_smallest_batch_gives_no_speedup_not_the_next_one() -> None:
     assert speed["speedup"].isna().all()
 
 
+def classifier_batches() -> pd.DataFrame:
+    """Batch 64 plateaus sooner but at a worse accuracy (0.6 at epoch 2) than batch 16 (0.9 at
+    epoch 5): its "speedup to its own plateau" would be 2.5x, to the same target none."""
+    acc = {16: [0.3, 0.5, 0.7, 0.8, 0.9, 0.9, 0.9], 64: [0.4, 0.6, 0.6, 0.6, 0.6, 0.6, 0.6]}
+    rows = [
+        {
+            "batch_per_rank": b,
+            "epoch_time_s": 10.0,
+            "epoch_times_s": [10.0] * 7,
+            "images_per_s": 400.0,
+            "val_accuracy": a,
+            "train_accuracy": a,
+        }
+        for b, a in acc.items()
+    ]
+    return frame(
+        rows,
+        model="classifier",
+        model_family="cnn",
+        scaling="none",
+        device="gpu",
+        nodes=1,
+        tasks_per_node=1,
+        gpus_per_node=2,
+        strategy="mirrored",
+        dataset_size=4000,
+    )
+
+
+def test_batch_speedup_never_times_each_run_to_its_own_plateau() -> None:
+    runs = classifier_batches()
+    speed = batch_speedups(derive(runs), runs)
+    assert set(speed["measure"]) == {"throughput"}  # a plateau is no common target
+    batch = sections_of(campaign_report(runs, "cls"))["batch"]
+    table = next(t for t in batch.tables if t.key == "batch_speedup").frame
+    assert not any(c.startswith(("Time to", "Speedup (to")) for c in table.columns)
+    text = " ".join(batch.text)
+    assert "not a common target" in text and "`targets:`" in text and "--target" in text
+    assert "seed 000 timed each batch" not in text
+    # an absolute target is common to every batch: batch 64 never reaches 0.8, so no speedup
+    target = parse_target("val_accuracy>=0.8", "test")
+    speed = batch_speedups(derive(runs), runs, [target])
+    to = speed[speed["measure"] == "time to val_accuracy >= 0.8"]
+    assert to["value"].iloc[0] == pytest.approx(40.0) and to["value"].isna().iloc[1]
+    assert to["speedup"].isna().iloc[1]
+    # a target metric never recorded is said as such, never as "no run reached it"
+    text = " ".join(batch_text(runs.drop(columns=["val_accuracy"]), target))
+    assert "no run recorded val_accuracy, so val_accuracy >= 0.8 was not measured" in text
+    assert "no run reached val_accuracy >= 0.95" in " ".join(
+        batch_text(runs, parse_target("val_accuracy>=0.95", "test"))
+    )
+
+
+def batch_text(runs: pd.DataFrame, target: Any) -> list[str]:
+    return sections_of(campaign_report(runs, "cls", targets=[target]))["batch"].text
+
+
 # Seed 003 / Goyal et al. Fig. 7: weak scaling, 32 per GPU, 1..8 nodes of 8 GPUs.
 GOYAL_STEP_MS = {1: 320.0, 2: 322.0, 4: 326.0, 8: 330.0}
 
@@ -146,6 +203,16 @@ def test_time_per_iteration_against_the_global_batch_weak_scaling() -> None:
     rows = iteration_rows(derive(goyal_weak(p50=False)), goyal_weak(p50=False))
     np.testing.assert_allclose(rows["step_time_ms"], [1.01 * v for v in GOYAL_STEP_MS.values()])
     assert set(rows["step_time_source"]) == {"epoch time / steps"}
+
+
+def test_time_per_iteration_one_source_per_line() -> None:
+    runs = goyal_weak()
+    runs.loc[runs["nodes"] == 8, "step_time_p50_ms"] = np.nan  # one cell without a p50
+    rows = iteration_rows(derive(runs), runs)
+    assert set(rows["step_time_source"]) == {"epoch time / steps"}  # never p50 beside epoch
+    np.testing.assert_allclose(rows["step_time_ms"], [1.01 * v for v in GOYAL_STEP_MS.values()])
+    (plot,) = sections_of(campaign_report(runs, "goyal"))["iteration"].plots
+    assert "time per iteration (epoch time / steps)" in plot.caption
 
 
 def test_time_per_iteration_two_sizes_table_only_and_batch_sweeps() -> None:
@@ -225,6 +292,40 @@ def test_input_bound_is_flagged_not_excluded() -> None:
     assert (flag.run_id, flag.kind, flag.action) == ("slow", "input_bound", "flagged")
     assert "300" in flag.reason and "500" in flag.reason
     assert [f.run_id for f in quality_flags(runs) if f.kind == "input_bound"] == ["slow"]
+
+
+def test_input_bound_below_and_within_ten_percent_are_worded_apart() -> None:
+    runs = frame(
+        [
+            {"run_id": "below", "images_per_s": 500.0, "input_images_per_s": 300.0},
+            {"run_id": "close", "images_per_s": 500.0, "input_images_per_s": 540.0},
+            {"run_id": "edge", "images_per_s": 500.0, "input_images_per_s": 550.0},
+            {"run_id": "clear", "images_per_s": 500.0, "input_images_per_s": 560.0},
+        ],
+        model="dcgan",
+        scaling="none",
+        device="cpu",
+        nodes=1,
+        batch_per_rank=32,
+        epoch_time_s=1.0,
+    )
+    flags = {f.run_id: f for f in input_bound_check(runs)}
+    assert list(flags) == ["below", "close", "edge"]
+    assert {f.action for f in flags.values()} == {"flagged"}
+    assert "measured 300 images/s, below the 500 images/s trained (cached data" in (
+        flags["below"].reason
+    )
+    assert "within 10 % of the 500 images/s trained" in flags["close"].reason
+    assert "close to input-bound" in flags["close"].reason
+
+
+def test_karp_flatt_says_n_is_the_scale_relative_to_the_baseline() -> None:
+    assert "N = scale relative to the baseline" in KARP_FLATT_TEXT
+    rep = campaign_report(seed001_scaling(), "seed001")
+    sec = sections_of(rep)["efficiency"]
+    assert KARP_FLATT_TEXT in sec.text
+    (plot,) = sec.plots
+    assert "N = scale relative to the baseline" in plot.figure.axes[1].get_ylabel()
 
 
 # -- the real quickstart -------------------------------------------------------------------------

@@ -81,7 +81,8 @@ def test_repeats_fold_to_the_median_per_epoch_and_gaps_stay_gaps() -> None:
             {"run_id": "c", "tasks_per_node": 2, "repeat": 0, "val_accuracy": [0.4, None, 0.8]},
         ]
     )
-    cells, curves = learning_curves(runs)
+    cells, curves, skipped = learning_curves(runs)
+    assert skipped == []
     assert len(cells) == 2
     one = curves[curves["cell"] == cells.loc[cells["ranks"] == 1, "cell"].iloc[0]]
     assert one["value"].tolist() == pytest.approx([0.4, 0.6, 0.8])
@@ -169,6 +170,72 @@ def test_a_gan_run_without_grids_is_named_in_the_notes(tmp_path: Path) -> None:
     notes: list[str] = []
     assert samples_section(runs, notes) is None
     assert notes == ["run lonely: no sample grid recorded (samples/*.png)"]
+
+
+def test_no_validation_accuracy_is_said_not_reported_as_no_plateau() -> None:
+    runs = frame(
+        [
+            {"run_id": f"t{n}", "tasks_per_node": n, "train_accuracy": [0.5, 0.7, 0.7]}
+            for n in (1, 2)
+        ]
+    )
+    notes: list[str] = []
+    sec = training_section(runs, notes)
+    assert sec is not None
+    said = "no validation accuracy recorded (runs t1, t2): epochs to plateau not measured"
+    assert said in notes and not any("no run reached" in n for n in notes)
+    assert any(said in p.lower() for p in sec.text)
+    assert "Plateau epoch" not in sec.tables[0].frame.columns
+    assert "epochs_to_plateau" not in [p.key for p in sec.plots]
+
+
+def test_runs_without_curves_are_named_and_early_stops_counted() -> None:
+    runs = frame(
+        [
+            {"run_id": "ok", "model": "dcgan", "model_family": "gan", "tasks_per_node": 1,
+             "repeat": 0, "losses": {"d_loss": [1.4, 1.2, 1.1], "g_loss": [0.9, 0.8, 0.7]}},
+            {"run_id": "short", "model": "dcgan", "model_family": "gan", "tasks_per_node": 1,
+             "repeat": 1, "losses": {"d_loss": [1.4], "g_loss": [0.9]}},
+            # Parquet hands back a GAN run with no losses as a struct of Nones
+            {"run_id": "empty", "model": "dcgan", "model_family": "gan", "tasks_per_node": 2,
+             "repeat": 0, "losses": {"d_loss": None, "g_loss": None}},
+        ]
+    )  # fmt: skip
+    cells, _, skipped = learning_curves(runs)
+    assert skipped == ["empty"] and len(cells) == 1
+    notes: list[str] = []
+    sec = training_section(runs, notes)
+    assert sec is not None
+    assert any("empty" in n and "not drawn" in n for n in notes)
+    table = sec.tables[0].frame
+    assert table["Repeats"].tolist() == [2] and table["Runs at last epoch"].tolist() == [1]
+    assert any("stopped early" in p for p in sec.text)
+
+
+def test_mixed_stage_pairs_and_single_grids_are_never_mislabelled(tmp_path: Path) -> None:
+    from matplotlib import image
+
+    dirs = {}
+    for rid, files in {"pair": ["epoch_002_stage1", "epoch_002"], "single": ["epoch_002"]}.items():
+        (tmp_path / rid / "samples").mkdir(parents=True)
+        for f in files:
+            image.imsave(tmp_path / rid / "samples" / f"{f}.png", np.zeros((4, 4, 3)))
+        dirs[rid] = [f"samples/{f}.png" for f in files]
+    runs = frame(
+        [
+            {"run_id": rid, "model": "stackgan", "model_family": "gan", "tasks_per_node": 1,
+             "repeat": i, "sample_grids": grids, "run_dir": str(tmp_path / rid)}
+            for i, (rid, grids) in enumerate(dirs.items())
+        ]
+    )  # fmt: skip
+    notes: list[str] = []
+    sec = samples_section(runs, notes)
+    assert sec is not None and notes == []
+    (p,) = sec.plots
+    assert "Stage-I (left)" not in p.caption and "each panel titled" in p.caption
+    titles = [ax.get_title() for ax in p.figure.axes if ax.get_images()]
+    assert "1 rank, repeat 1, epoch 2" in titles
+    assert "1 rank, repeat 0, Stage-I, ep. 2" in titles
 
 
 # -- a real classifier campaign: learning curves from validation metrics -------------------------

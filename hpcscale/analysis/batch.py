@@ -42,8 +42,10 @@ def batch_speedups(
     `base_value` (the sweep's smallest batch's), `speedup` and `vs_previous` (the gain over the
     next smaller batch, as a fraction: seed 000's "6 % for doubling the batch").
 
-    Targets are `specs` (none: the workload kind's default, the classifiers' plateau); a
-    target only appears when some cell of a sweep reached it. A baseline with no value gives
+    Targets are `specs` only, absolute thresholds common to every batch (seed 000's same target
+    loss): without specs there is no time-to-target speedup, since each run's own plateau is no
+    common target (a batch plateauing lower but sooner would look faster). A target only
+    appears when some cell of a sweep reached it. A baseline with no value gives
     NaN speedups for its sweep, never the next batch up."""
     rows = batch_sweep(cells)
     if rows.empty:
@@ -76,8 +78,9 @@ def _measure(
 def _target_times(
     rows: pd.DataFrame, runs: pd.DataFrame | None, specs: Sequence[TargetSpec]
 ) -> dict[str, pd.Series]:
-    """Per target, each row's wall time to it (median over repeats; NaN: not reached)."""
-    if runs is None or runs.empty:
+    """Per absolute target (`specs`), each row's wall time to it (median over repeats; NaN:
+    not reached). No specs: nothing, never the default per-run plateau."""
+    if runs is None or runs.empty or not specs:
         return {}
     try:
         found = campaign_targets(runs, specs)
@@ -85,9 +88,7 @@ def _target_times(
         return {}
     if found.cells.empty:
         return {}
-    folded = found.cells.assign(
-        t=found.cells["time_to_target_s"].fillna(found.cells["time_to_plateau_s"])
-    )
+    folded = found.cells.assign(t=found.cells["time_to_target_s"])
     out: dict[str, pd.Series] = {}
     for name, sub in folded.groupby("target", sort=False):
         by_ids = {frozenset(ids): t for ids, t in zip(sub["run_ids"], sub["t"], strict=True)}
@@ -102,17 +103,26 @@ def _target_times(
 
 
 def step_times_ms(runs: pd.DataFrame) -> pd.DataFrame:
-    """Per run: `run_id`, `step_time_ms` (the median of rank 0's timed steps,
-    `step_time_p50_ms`; else epoch time / steps per epoch) and `step_time_source`."""
+    """Per run: `run_id`, `p50_ms` (the median of rank 0's timed steps, `step_time_p50_ms`),
+    `epoch_ms` (epoch time / steps per epoch), and `step_time_ms`/`step_time_source`: the p50
+    where recorded, else the epoch-based value (NaN when not measured)."""
     p50 = _numeric(runs, "step_time_p50_ms")
     per_epoch = 1000.0 * _numeric(runs, "epoch_time_s") / _numeric(runs, "steps_per_epoch")
-    ok = np.isfinite(p50) & (p50 > 0)
+    p50 = np.where(np.isfinite(p50) & (p50 > 0), p50, np.nan)
+    per_epoch = np.where(np.isfinite(per_epoch) & (per_epoch > 0), per_epoch, np.nan)
+    ok = np.isfinite(p50)
     source = np.where(ok, STEP_SOURCES["p50"], STEP_SOURCES["epoch"])
     value = np.where(ok, p50, per_epoch)
     source = np.where(np.isfinite(value), source, None)
     run_ids = normalise(runs)["run_id"] if len(runs) else pd.Series(dtype=object)
     return pd.DataFrame(
-        {"run_id": run_ids.to_numpy(), "step_time_ms": value, "step_time_source": source}
+        {
+            "run_id": run_ids.to_numpy(),
+            "p50_ms": p50,
+            "epoch_ms": per_epoch,
+            "step_time_ms": value,
+            "step_time_source": source,
+        }
     )
 
 
@@ -120,7 +130,11 @@ def iteration_rows(cells: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
     """Cells whose time per iteration is measured, along `line`s against the global batch:
     the batch sweeps when the campaign sweeps the batch at a fixed scale, else the weak-scaling
     groups (the global batch grows with the ranks, as in Goyal et al.'s Fig. 7). Adds
-    `step_time_ms` (median over the cell's repeats), `step_time_source` and `line`."""
+    `step_time_ms` (median over the cell's repeats), `step_time_source` and `line`.
+
+    One source per line, never mixed: the p50 step time only when every run of the line has
+    it, else epoch time / steps for the whole line (the p50 excludes burn-in and input stalls
+    an epoch time includes, so mixing them would bend the line)."""
     if cells.empty or runs.empty:
         return cells.iloc[0:0]
     sweeps = batch_sweep(cells)
@@ -130,15 +144,20 @@ def iteration_rows(cells: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
         weak = scaled_groups(cells)
         weak = weak[(weak["scaling"] == "weak") & (weak["global_batch"] > 0)]
         rows = weak.assign(line=weak["group"].to_numpy(), line_kind="weak")
-    steps = step_times_ms(runs).set_index("run_id")
+    steps = step_times_ms(runs).drop_duplicates("run_id").set_index("run_id")
     med, src = [], []
-    for ids in rows["run_ids"]:
-        hit = steps.reindex([i for i in ids if i in steps.index])
-        ms = hit["step_time_ms"].dropna()
-        med.append(float(ms.median()) if len(ms) else np.nan)
-        sources = sorted({str(s) for s in hit["step_time_source"].dropna()})
-        src.append(" / ".join(sources) if sources else None)
-    rows = rows.assign(step_time_ms=med, step_time_source=src)
+    for _, line in rows.groupby("line", sort=False):
+        hits = [steps.reindex([i for i in ids if i in steps.index]) for ids in line["run_ids"]]
+        every = all(len(h) and h["p50_ms"].notna().all() for h in hits)
+        col, name = ("p50_ms", "p50") if every else ("epoch_ms", "epoch")
+        for idx, hit in zip(line.index, hits, strict=True):
+            ms = hit[col].dropna()
+            med.append((idx, float(ms.median()) if len(ms) else np.nan))
+            src.append((idx, STEP_SOURCES[name]))
+    rows = rows.assign(
+        step_time_ms=pd.Series(dict(med), dtype=float),
+        step_time_source=pd.Series(dict(src), dtype=object),
+    )
     rows = rows[rows["step_time_ms"].notna()]
     sizes = rows.groupby("line")["global_batch"].transform("nunique")
     return rows[sizes >= 2].sort_values(["line", "global_batch"], kind="stable")

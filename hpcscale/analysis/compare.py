@@ -22,7 +22,7 @@ from hpcscale.analysis.derive import derive
 from hpcscale.analysis.frame import check_axis, normalise
 from hpcscale.analysis.intervals import interval, verdict
 from hpcscale.analysis.quality import cell_flags, quality_flags
-from hpcscale.core.vocab import KNOBS
+from hpcscale.core.vocab import KNOBS, term
 from hpcscale.errors import UsageError
 
 # Metrics compared, and whether a higher value is better (throughput, speedup and efficiency
@@ -50,6 +50,16 @@ MATCH_FIELDS: tuple[str, ...] = (
     "batch_per_rank",
     "global_batch",
 )
+# What a run did besides its scale and knobs: campaigns that differ here measure different work.
+# A row whose two cells differ in dataset_size or steps_per_epoch has epoch times that cannot be
+# compared (images/s still can); `campaign_cells` brings epochs and steps_per_epoch from the runs.
+WORKLOAD_FIELDS: tuple[str, ...] = ("dataset_size", "epochs", "steps_per_epoch")
+EPOCH_WORK: tuple[str, ...] = ("dataset_size", "steps_per_epoch")
+# Metrics measured against the campaign's own smallest size (derive's base_axis_value).
+RELATIVE: tuple[str, ...] = ("speedup", "efficiency")
+# The noise verdicts of a comparison made; anything else (missing, different baseline, not
+# comparable) is no comparison and never a regression.
+COMPARED: tuple[str, ...] = ("beyond noise", "no interval", "within noise")
 DEFAULT_TOLERANCE = 0.05
 
 
@@ -111,6 +121,10 @@ def campaign_cells(runs: pd.DataFrame, axis: str) -> pd.DataFrame:
     """A campaign's derived cells on `axis` with their `flags`, plus one row (NaN metrics, its
     flags) per cell the campaign planned that has no result at all."""
     cells = derive(runs, axis)
+    for f in WORKLOAD_FIELDS:
+        if f not in cells.columns and {f, "run_id"} <= set(runs.columns) and len(cells):
+            per_run = dict(zip(runs["run_id"].astype(str), runs[f], strict=True))
+            cells[f] = [_median(per_run.get(str(i)) for i in ids) for ids in cells["run_ids"]]
     flags = quality_flags(runs)
     cells["flags"] = cell_flags(cells, flags)
     planned = runs.attrs.get("planned")
@@ -206,6 +220,8 @@ def align(cells: Mapping[str, pd.DataFrame], axis: str) -> tuple[pd.DataFrame, l
                 lo, hi = interval(r, m) if r is not None else (np.nan, np.nan)
                 row[m] = float(r[m]) if r is not None and m in r.index else np.nan
                 row[f"{m}_lo"], row[f"{m}_hi"] = lo, hi
+            for f in ("base_axis_value", *WORKLOAD_FIELDS):
+                row[f] = plain(r.get(f)) if r is not None else None
             row["flags"] = "" if r is None else str(r.get("flags") or "")
             row["repeats"] = 0 if r is None else int(r.get("repeats") or 0)
             rows.append(row)
@@ -216,9 +232,11 @@ def differences(
     aligned: pd.DataFrame, baseline: str, tolerance: float = DEFAULT_TOLERANCE
 ) -> pd.DataFrame:
     """Per later campaign, aligned row and metric: baseline and campaign values, the relative
-    change, `noise` ('within noise', 'beyond noise', 'no interval', or 'missing' when one side
-    has no value), `better` (True/False, None when not beyond noise or no value) and `regressed`:
-    worse by more than `tolerance` (relative) and not within noise."""
+    change, `noise` ('within noise', 'beyond noise', 'no interval'; or, not compared: 'missing'
+    when one side has no value, 'different baseline (nodes=1 vs 2)' for speedup and efficiency
+    measured against different sizes, 'not comparable (dataset_size differs)' for epoch times of
+    different work), `better` (True/False, None unless beyond noise) and `regressed`: worse by
+    more than `tolerance` (relative) and beyond noise."""
     out = []
     base = aligned[aligned["campaign"] == baseline].set_index("row")
     for _, r in aligned[aligned["campaign"] != baseline].iterrows():
@@ -228,14 +246,17 @@ def differences(
             if math.isnan(a_val) and math.isnan(c_val):
                 continue
             change = (c_val - a_val) / a_val if a_val else np.nan
+            apart = incomparable(b, r, m)
             if math.isnan(a_val) or math.isnan(c_val):
                 noise, better = "missing", None
+            elif apart:
+                noise, better = apart, None
             else:
                 said = verdict(c_val, interval(r, m), a_val, interval(b, m), higher)
                 noise = {"faster": "beyond noise", "slower": "beyond noise"}.get(said, said)
                 better = {"faster": True, "slower": False}.get(said)
             worse_by = -change if higher else change
-            regressed = bool(noise not in ("missing", "within noise") and worse_by > tolerance)
+            regressed = bool(noise in COMPARED[:2] and worse_by > tolerance)
             out.append(
                 {
                     "row": r["row"],
@@ -252,6 +273,55 @@ def differences(
                 }
             )
     return pd.DataFrame(out)
+
+
+def incomparable(base: pd.Series, row: pd.Series, metric: str) -> str | None:
+    """Why the two cells' values of `metric` measure different things (None when they do not):
+    speedup and efficiency against different baseline sizes, epoch time of different work."""
+    if metric in RELATIVE:
+        a, c = plain(base.get("base_axis_value")), plain(row.get("base_axis_value"))
+        if a is not None and c is not None and a != c:
+            return f"different baseline ({_axis_of(row)}={fmt_value(a)} vs {fmt_value(c)})"
+    if metric == "epoch_time_s":
+        for f in EPOCH_WORK:
+            a, c = plain(base.get(f)), plain(row.get(f))
+            if a is not None and c is not None and a != c:
+                return f"not comparable ({f} differs)"
+    return None
+
+
+def compared(diffs: pd.DataFrame) -> int:
+    """How many metric comparisons gave a verdict (neither missing nor incomparable)."""
+    if diffs.empty:
+        return 0
+    return int(diffs["noise"].isin(COMPARED).sum())
+
+
+def missing_cells(diffs: pd.DataFrame, baseline: str, lost_only: bool = False) -> list[str]:
+    """Cells with a value on one side only, not compared: '<later>: <cell>' where the later
+    campaign lacks it, '<baseline>: <cell> (vs <later>)' where the baseline does (left out
+    when `lost_only`)."""
+    if diffs.empty:
+        return []
+    gone = diffs[diffs["noise"] == "missing"]
+    if lost_only:
+        gone = gone[gone["value"].isna()]
+    return list(
+        dict.fromkeys(
+            f"{r['campaign']}: {r['cell']}"
+            if math.isnan(r["value"])
+            else f"{baseline}: {r['cell']} (vs {r['campaign']})"
+            for _, r in gone.iterrows()
+        )
+    )
+
+
+def field_label(name: str) -> str:
+    """A run or workload field as the report names it (steps_per_epoch has no vocabulary term)."""
+    try:
+        return term(name).label
+    except KeyError:
+        return name.replace("_", " ").capitalize()
 
 
 def regressions(diffs: pd.DataFrame, baseline: str, tolerance: float) -> list[Regression]:
@@ -278,6 +348,25 @@ def plain(value: Any) -> Any:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return None
     return value.item() if isinstance(value, np.generic) else value
+
+
+def combos(frame: pd.DataFrame, keys: Sequence[str]) -> list[tuple]:
+    """Each row's values of the match keys (an empty tuple each when there are none)."""
+    return [tuple(plain(frame.at[i, k]) for k in keys) for i in frame.index]
+
+
+def first_value(values: pd.Series) -> object:
+    v = plain(values.iloc[0]) if len(values) else None
+    return "default" if v is None else v
+
+
+def _median(values: Any) -> Any:
+    got = [float(v) for v in values if plain(v) is not None]
+    return float(np.median(got)) if got else None
+
+
+def _axis_of(row: pd.Series) -> str:
+    return str(row["cell"]).split("=", 1)[0] if "cell" in row.index else "axis"
 
 
 def _key(row: pd.Series, cols: Sequence[str]) -> tuple:

@@ -79,17 +79,20 @@ def fold_epochs(series: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     return medians, counts
 
 
-def learning_curves(df: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(cells, curves). `cells`: one row per cell that recorded a curve, with its CELL_KEYS,
-    `group` (line group), `cell` (id), `repeats` and `run_ids`. `curves`: long form, one row per
-    cell, metric and 1-based epoch, with the median `value` and `runs` (repeats with a finite
-    value there; 0 at a gap)."""
+def learning_curves(df: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
+    """(cells, curves, skipped). `cells`: one row per cell that recorded a curve, with its
+    CELL_KEYS, `group` (line group), `cell` (id), `repeats` and `run_ids`. `curves`: long form,
+    one row per cell, metric and 1-based epoch, with the median `value` and `runs` (repeats with
+    a finite value there; 0 at a gap). `skipped`: the runs with no per-epoch series at all (e.g.
+    a GAN whose `losses` came back all None), so the report can name them, never drop them
+    silently."""
     runs = normalise(df)
     runs = runs.assign(group=target_lines(runs).to_numpy())
     runs["cell"] = runs.groupby(["group", *CELL_KEYS], dropna=False, sort=True).ngroup()
-    cell_rows, rows = [], []
+    cell_rows, rows, skipped = [], [], []
     for cid, sub in runs.groupby("cell", sort=True):
         recorded = [run_series(r) for _, r in sub.iterrows()]
+        skipped += [str(r) for r, rec in zip(sub["run_id"], recorded, strict=True) if not rec]
         names = sorted({n for rec in recorded for n in rec})
         if not names:
             continue
@@ -110,7 +113,7 @@ def learning_curves(df: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     cells = pd.DataFrame(cell_rows)
     if cells.empty:
         cells = pd.DataFrame(columns=[*CELL_KEYS, "group", "cell", "repeats", "run_ids"])
-    return cells, pd.DataFrame(rows, columns=list(CURVE_COLUMNS))
+    return cells, pd.DataFrame(rows, columns=list(CURVE_COLUMNS)), skipped
 
 
 def gaps(curves: pd.DataFrame) -> pd.DataFrame:

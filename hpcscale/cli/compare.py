@@ -1,5 +1,7 @@
 """`hpcscale compare`: campaigns side by side on the scale axis they share (one report), and
-`--check`, which fails when a later campaign regressed from the first beyond a tolerance."""
+`--check`, which fails when a later campaign regressed from the first beyond a tolerance, when a
+cell the baseline measured has no value in a later campaign (unless `--allow-missing`), or
+when nothing was compared."""
 
 from __future__ import annotations
 
@@ -58,8 +60,17 @@ def compare(
         typer.Option(
             "--check",
             help="exit 1 if a metric of a later campaign regressed from the first's beyond "
-            "--tolerance (and not within noise); higher is better for images/s, speedup and "
-            "efficiency, lower for epoch time",
+            "--tolerance (and not within noise; higher is better for images/s, speedup and "
+            "efficiency, lower for epoch time), if a cell the first measured has no value in a "
+            "later one (a failed run), or if nothing was compared",
+        ),
+    ] = False,
+    allow_missing: Annotated[
+        bool,
+        typer.Option(
+            "--allow-missing",
+            help="with --check, pass despite cells the first campaign measured and a later one "
+            "lacks (never when nothing was compared)",
         ),
     ] = False,
     tolerance: Annotated[
@@ -77,6 +88,7 @@ def compare(
         out=out,
         tolerance=tolerance,
         include_stale=include_stale,
+        allow_missing=allow_missing,
     )
     _summary(result).show(console)
     for gap in result.missing:
@@ -85,23 +97,37 @@ def compare(
         )
     for r in result.regressions:
         err_console.print(f"[red]regression:[/red] {escape(r.message)}", highlight=False)
-    compared = (
-        int(result.differences["noise"].ne("missing").sum()) if len(result.differences) else 0
-    )
-    colour = "red" if result.regressions else "green"
+    colour = "green" if result.passed else "red"
     console.print(
         f"[{colour}]{len(result.regressions)} regression(s) beyond {result.tolerance:.1%} in "
-        f"{compared} comparison(s) against {escape(result.baseline)}[/{colour}]",
+        f"{result.compared} comparison(s) against {escape(result.baseline)}"
+        + (f", {len(result.missing)} cell(s) missing" if result.missing else "")
+        + f"[/{colour}]",
         highlight=False,
     )
     for path in result.paths:
         if path.name in ("index.md", "index.html"):
             console.print(escape(f"report: {path}"), highlight=False, soft_wrap=True)
-    if check and result.regressions:
-        raise HpcscaleError(
+    if check and not result.passed:
+        raise HpcscaleError(_why(result))
+
+
+def _why(result: CompareResult) -> str:
+    """What failed `--check`: regressions, missing cells (each named), or no comparison."""
+    said = []
+    if result.regressions:
+        said.append(
             f"{len(result.regressions)} metric(s) regressed beyond {result.tolerance:.1%} "
             f"against {result.baseline}"
         )
+    if result.lost and not result.allow_missing:
+        said.append(
+            f"{len(result.lost)} cell(s) of {result.baseline} with no value in a later "
+            f"campaign, not compared (--allow-missing passes them): {'; '.join(result.lost)}"
+        )
+    if not result.compared:
+        said.append(f"nothing was compared against {result.baseline} (no aligned values)")
+    return "; ".join(said)
 
 
 def _summary(result: CompareResult) -> Grid:

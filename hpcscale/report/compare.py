@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
-from matplotlib.figure import Figure
 
 from hpcscale.analysis import compare as cmp
 from hpcscale.analysis.intervals import INTERVAL_NAME
@@ -26,33 +25,16 @@ from hpcscale.core.vocab import term
 from hpcscale.errors import UsageError
 from hpcscale.report.build import write
 from hpcscale.report.data import CampaignSource, campaign_source, collected_runs, report_inputs
-from hpcscale.report.figures.style import (
-    WIDTH,
-    axes_grid,
-    axis_title,
-    colour,
-    interval_bars,
-    line,
-    log2_x,
-    new_figure,
-    styled,
-)
+from hpcscale.report.figures.compare import HEADINGS, overlay
 from hpcscale.report.model import CampaignReport, Section, Table, plot_if
 from hpcscale.report.sections.quality import NONE_TEXT, quality_section
 
-HEADINGS: dict[str, str] = {
-    "images_per_s": "Images/s",
-    "speedup": "Speedup",
-    "efficiency": "Efficiency",
-    "epoch_time_s": "Epoch time (s)",
-}
-LINESTYLES = ("-", "--", ":", "-.")
-MARKERS = ("o", "s", "^", "D", "v")
+DESCRIBED = (*cmp.MATCH_FIELDS, *cmp.WORKLOAD_FIELDS)  # named when they tell campaigns apart
 
 
 @dataclass
 class CompareResult:
-    """What `compare` found and wrote; `regressions` decide `--check`."""
+    """What `compare` found and wrote; `passed` decides `--check`."""
 
     axis: str  # the shared scale axis: nodes, ranks or gpus
     campaigns: list[str]  # as named in the report, the baseline first
@@ -63,23 +45,31 @@ class CompareResult:
     tolerance: float
     report: CampaignReport
     paths: list[Path] = field(default_factory=list)
+    allow_missing: bool = False  # lost cells do not fail `passed` (zero comparisons still do)
 
     @property
     def baseline(self) -> str:
         return self.campaigns[0]
 
     @property
+    def compared(self) -> int:  # metric comparisons with a verdict (not missing, not incomparable)
+        return cmp.compared(self.differences)
+
+    @property
     def passed(self) -> bool:
-        return not self.regressions
+        """No regression, something compared, and no lost cell unless `allow_missing`."""
+        gaps = bool(self.lost) and not self.allow_missing
+        return not (self.regressions or gaps) and self.compared > 0
 
     @property
     def missing(self) -> list[str]:
-        """Cells the baseline has a value for and a later campaign has not: not compared."""
-        d = self.differences
-        if d.empty:
-            return []
-        gone = d[(d["noise"] == "missing") & d["value"].isna()]
-        return list(dict.fromkeys(f"{r['campaign']}: {r['cell']}" for _, r in gone.iterrows()))
+        """Cells with a value on one side only (analysis.compare.missing_cells)."""
+        return cmp.missing_cells(self.differences, self.baseline)
+
+    @property
+    def lost(self) -> list[str]:
+        """Baseline cells a later campaign lacks (a failed run is no "no regression")."""
+        return cmp.missing_cells(self.differences, self.baseline, lost_only=True)
 
 
 def compare_campaigns(
@@ -90,6 +80,7 @@ def compare_campaigns(
     out: str | Path | None = None,
     tolerance: float = cmp.DEFAULT_TOLERANCE,
     include_stale: bool = False,
+    allow_missing: bool = False,
 ) -> CompareResult:
     """Load, align, compare and write (see `hpcscale.api.compare`). UsageError (exit 2) for
     fewer than two campaigns, an unknown one, one without finished runs, no shared axis or a
@@ -132,7 +123,9 @@ def compare_campaigns(
         rep.notes += [f"{n}: run {rid}: {why}" for rid, why in r.attrs.get("problems", [])]
     out_dir = Path(out).absolute() if out else dirs[0].parent / "compare" / name
     written = write([rep], out_dir, ("md", "html", "csv"))
-    return CompareResult(axis, names, dirs, aligned, diffs, found, tolerance, rep, written.paths)
+    return CompareResult(
+        axis, names, dirs, aligned, diffs, found, tolerance, rep, written.paths, allow_missing
+    )
 
 
 def _source(campaign: str, wd: Path) -> CampaignSource:
@@ -188,7 +181,7 @@ def campaigns_section(
             }
         )
     differ = []
-    for f in cmp.MATCH_FIELDS:
+    for f in DESCRIBED:
         if f == axis or f in keys:
             continue
         values = [{cmp.plain(v) for v in cells[n][f]} for n in names if f in cells[n].columns]
@@ -196,7 +189,7 @@ def campaigns_section(
             differ.append(f)
     frame = pd.DataFrame(rows)
     for f in differ:
-        frame.insert(3, term(f).label, [_one(cells[n][f]) for n in names])
+        frame.insert(3, cmp.field_label(f), [cmp.first_value(cells[n][f]) for n in names])
     axis_name = AXIS_LABELS.get(axis, axis).lower()
     text = [
         f"{len(names)} campaigns aligned on {axis_name} (`--on` names the axis). The first, "
@@ -205,20 +198,23 @@ def campaigns_section(
         + (f" and on {', '.join(keys)} (swept within a campaign)" if keys else "")
         + ". Settings fixed within each campaign but different between them are what is "
         "compared: "
-        + (", ".join(term(f).label for f in differ) or "none among the run fields")
+        + (
+            ", ".join(cmp.field_label(f) for f in differ)
+            or "none among the run and workload fields"
+        )
         + ".",
     ]
     systems = {src.system for src in sources}
     if len(systems) > 1:
         text.append("The campaigns ran on different system profiles (System column).")
-    rest = [f for f in cmp.MATCH_FIELDS if f != axis and f not in keys and f not in differ]
+    rest = [f for f in DESCRIBED if f != axis and f not in keys and f not in differ]
     per_row = cmp.differing_at_rows(cells, axis, keys, rest)
     if per_row:
         text.append(
             "At the same "
             + axis_name
             + " the campaigns also differ in: "
-            + "; ".join(f"{term(f).label} ({', '.join(rows)})" for f, rows in per_row.items())
+            + "; ".join(f"{cmp.field_label(f)} ({', '.join(rows)})" for f, rows in per_row.items())
             + "."
         )
     return Section(
@@ -279,15 +275,21 @@ def differences_section(
     text = [
         f"Each later campaign against {baseline}. Better is: {better}. Two values are called "
         "different only when their intervals do not overlap ('within noise' otherwise; 'no "
-        "interval' without repeats).",
+        "interval' without repeats). Speedup and efficiency are against each campaign's own "
+        "smallest size: where the two differ they are not compared ('different baseline'), nor "
+        "are epoch times of a different data set size or steps per epoch ('not comparable').",
         f"A regression is a metric worse than the baseline's by more than {tolerance:.1%} "
-        "(the tolerance, `--tolerance`) and not within noise; `--check` fails on any.",
-    ]
-    text.append(
+        "(the tolerance, `--tolerance`) and not within noise; `--check` fails on any, on a cell "
+        "of the baseline a later campaign lacks (unless `--allow-missing`) and when nothing was "
+        "compared.",
         f"{len(found)} regression(s): " + "; ".join(r.message for r in found)
         if found
-        else f"No metric regressed beyond {tolerance:.1%}."
-    )
+        else f"No metric regressed beyond {tolerance:.1%}.",
+    ]
+    apart = diffs[~diffs["noise"].isin([*cmp.COMPARED, "missing"])] if len(diffs) else diffs
+    if len(apart):
+        said = [f"{d.campaign} {d.metric} at {d.cell}: {d.noise}" for d in apart.itertuples()]
+        text.append("Not compared: " + "; ".join(said) + ".")
     tabs = []
     if not diffs.empty:
         frame = pd.DataFrame(
@@ -336,58 +338,3 @@ def _quality(runs: dict[str, pd.DataFrame]) -> Section:
     ]
     table = Table("quality", "Runs left out or flagged", pd.concat(frames, ignore_index=True))
     return Section("quality", "Data quality", text, [table])
-
-
-@styled
-def overlay(
-    aligned: pd.DataFrame, names: Sequence[str], axis: str, keys: Sequence[str]
-) -> Figure | None:
-    """Each metric against the axis, one colour per campaign (one line style per knob
-    combination matched), so the curves lie on top of each other."""
-    shown = [m for m in cmp.METRICS if aligned[m].notna().any()]
-    if not shown:
-        return None
-    combos = list(dict.fromkeys(_combos(aligned, keys)))
-    fig = new_figure(3.2 * math.ceil(len(shown) / 2) + 0.3 * len(names) * len(combos), WIDTH)
-    axes = axes_grid(fig, math.ceil(len(shown) / 2), 2 if len(shown) > 1 else 1)
-    for ax, m in zip(axes, shown, strict=False):
-        for i, n in enumerate(names):
-            mine = aligned[(aligned["campaign"] == n) & aligned[m].notna()]
-            for j, combo in enumerate(combos):
-                sel = mine[[c == combo for c in _combos(mine, keys)]]
-                if sel.empty:
-                    continue
-                sel = sel.sort_values("axis_value")
-                what = ", ".join(
-                    f"{k}={cmp.fmt_value(cmp.plain(v))}" for k, v in zip(keys, combo, strict=True)
-                )
-                line(
-                    ax,
-                    sel["axis_value"].to_numpy(float),
-                    sel[m].to_numpy(float),
-                    interval_bars(sel, m),
-                    color=colour(i),
-                    ls=LINESTYLES[j % len(LINESTYLES)],
-                    marker=MARKERS[i % len(MARKERS)],
-                    label=f"{n}: {what}" if what else n,
-                )
-        log2_x(ax, aligned["axis_value"].dropna())
-        ax.set_xlabel(axis_title(axis))
-        ax.set_ylabel(HEADINGS[m])
-        ax.set_title(HEADINGS[m])
-        ax.set_ylim(bottom=0)  # every metric is >= 0: a cut axis would magnify a 2 % gap
-    for ax in axes[len(shown) :]:
-        ax.set_visible(False)
-    handles, texts = axes[0].get_legend_handles_labels()
-    fig.legend(handles, texts, loc="outside lower center", ncols=min(3, len(texts)), frameon=False)
-    return fig
-
-
-def _combos(frame: pd.DataFrame, keys: Sequence[str]) -> list[tuple]:
-    """Each row's values of the match keys (an empty tuple each when there are none)."""
-    return [tuple(cmp.plain(frame.at[i, k]) for k in keys) for i in frame.index]
-
-
-def _one(values: pd.Series) -> object:
-    v = cmp.plain(values.iloc[0]) if len(values) else None
-    return "default" if v is None else v

@@ -121,7 +121,7 @@ def _karp_flatt(ax: Axes, scaled: pd.DataFrame, labels: dict[int, tuple[str, str
     ax.set_ylim(min(0.0, lo * 1.15), max(0.1, hi * 1.15))
     ax.set_title("Karp–Flatt serial fraction (strong scaling)")
     ax.set_xlabel(axis_title(str(scaled["axis"].iloc[0])))
-    ax.set_ylabel("Serial fraction e (0 = none)")
+    ax.set_ylabel("Serial fraction e (0 = none)\nN = scale relative to the baseline")
     legend_below(ax)
 
 

@@ -27,15 +27,16 @@ def iteration_section(cells: pd.DataFrame, runs: pd.DataFrame) -> Section | None
             if weak
             else "The batch sweeps at a fixed scale: time per iteration against the global batch."
         ),
-        f"Time per iteration: the {STEP_SOURCES['p50']} of rank 0 (burn-in excluded), else the "
-        f"{STEP_SOURCES['epoch']}; the median over repeats.",
+        f"Time per iteration: the {STEP_SOURCES['p50']} of rank 0 (burn-in excluded) when every "
+        f"run of a line recorded it, else the {STEP_SOURCES['epoch']} for the whole line (one "
+        "source per line, never mixed); the median over repeats.",
     ]
     plots = plot_if(
         "iteration",
         "Time per iteration and per epoch against the global batch",
         figures.iteration_times(rows),
-        "One line per " + ("scaling group" if weak else "batch sweep") + "; left: median step "
-        "time, right: mean epoch time.",
+        "One line per " + ("scaling group" if weak else "batch sweep") + "; left: time per "
+        f"iteration ({_sources(rows)}), right: mean epoch time.",
     )
     if not plots:
         text.append("No figure: every line has fewer than three batch sizes (see the table).")
@@ -65,3 +66,13 @@ def _table(rows: pd.DataFrame) -> pd.DataFrame:
         }
     ).reset_index(drop=True)
     return out.drop(columns="Line") if rows["line"].nunique() < 2 else out
+
+
+def _sources(rows: pd.DataFrame) -> str:
+    """Which step time each line is drawn from (one per line), for the caption."""
+    per_line = rows.groupby("line", sort=True)["step_time_source"].first()
+    found = sorted(set(per_line))
+    if len(found) == 1:
+        return found[0] + (", every line" if len(per_line) > 1 else "")
+    names = sweep_labels(rows, key="line")
+    return "; ".join(f"{names[i]}: {src}" for i, src in per_line.items())

@@ -10,6 +10,8 @@ import pandas as pd
 
 from hpcscale.analysis import sweeps, tables
 from hpcscale.analysis.batch import THROUGHPUT, batch_speedups
+from hpcscale.analysis.curves import run_series
+from hpcscale.analysis.frame import normalise
 from hpcscale.analysis.targets import TargetSpec
 from hpcscale.report import figures
 from hpcscale.report.figures.batch import sweep_labels
@@ -145,14 +147,7 @@ def batch_section(
         "Throughput against the per-rank batch size, CPU and GPU.",
         "Speedup is relative to the smallest batch of each sweep (cells equal in everything but "
         "the batch): on throughput, images/s ÷ the smallest batch's images/s"
-        + (
-            "; to a target, the smallest batch's wall time to it ÷ the cell's (seed 000 timed "
-            "each batch to the same target loss)."
-            if targets
-            else ". No time to a target: no run reached one (GANs have no default target; set "
-            "one with `targets:` in the campaign or `--target` to get seed 000's speedup to the "
-            "same target loss)."
-        ),
+        + _target_text(bool(targets), specs, runs),
     ]
     # flagged cells (e.g. input-bound) marked, matched among the sweep's cells only
     tabs = [
@@ -182,6 +177,50 @@ def batch_section(
             ),
         ],
     )
+
+
+def _target_text(
+    reached: bool, specs: Sequence[TargetSpec], runs: pd.DataFrame | None = None
+) -> str:
+    """How the time-to-target speedup was measured, or why there is none (a metric never
+    recorded is said as such, not as "not reached")."""
+    if reached:
+        return (
+            "; to a target, the smallest batch's wall time to it ÷ the cell's, every batch timed "
+            "to the same absolute target (" + ", ".join(s.text for s in specs) + "), as seed 000 "
+            "timed each batch to the same target loss."
+        )
+    how = (
+        "set an absolute one with `targets:` in the campaign or `--target` (e.g. "
+        "`val_accuracy>=0.8`, `g_loss<=1.2`) to time every batch to the same target, as seed "
+        "000 did with a target loss."
+    )
+    unrecorded = _unrecorded(specs, runs)
+    if unrecorded:
+        return (
+            ". No time to a target: no run recorded "
+            + ", ".join(unrecorded)
+            + ", so "
+            + ", ".join(s.text for s in specs)
+            + " was not measured."
+        )
+    if specs:
+        return ". No time to a target: no run reached " + ", ".join(s.text for s in specs) + "."
+    return (
+        ". No speedup on time to a target: no absolute target was set, and a run's own plateau "
+        "(the classifiers' default) is not a common target (a batch plateauing at a worse "
+        "accuracy sooner would look faster); " + how
+    )
+
+
+def _unrecorded(specs: Sequence[TargetSpec], runs: pd.DataFrame | None) -> list[str]:
+    """The target metrics no run recorded per epoch (a missing metric is not "not reached")."""
+    if not specs or runs is None or runs.empty:
+        return []
+    seen = {name for _, r in normalise(runs).iterrows() for name in run_series(r)}
+    if "train_loss" in seen:
+        seen.add("loss")  # the classifier's Keras "loss" is kept as train_loss
+    return sorted({s.metric for s in specs} - seen)
 
 
 def _speedup_table(speed: pd.DataFrame) -> pd.DataFrame:

@@ -21,10 +21,11 @@ from hpcscale.report.sections.noise import comparison_table
 AXIS_NAMES = {"nodes": "nodes", "ranks": "ranks", "gpus": "GPUs"}
 KARP_FLATT = "Karp–Flatt serial fraction"
 KARP_FLATT_TEXT = (
-    "Karp–Flatt serial fraction e = (1/S − 1/N) / (1 − 1/N), from the measured speedup S at "
-    "scale N: strong scaling beyond the baseline only (a dash elsewhere; weak scaling grows the "
-    "problem, so it does not apply). A constant e means a fixed serial part explains the loss "
-    "(Amdahl); e growing with N means overhead (communication) grows with the scale."
+    "Karp–Flatt serial fraction e = (1/S − 1/N) / (1 − 1/N), from the measured speedup S, with "
+    "N = scale relative to the baseline (the axis value ÷ the group's baseline value, not a "
+    "processor count): strong scaling beyond the baseline only (a dash elsewhere; weak scaling "
+    "grows the problem, so it does not apply). A constant e means a fixed serial part explains "
+    "the loss (Amdahl); e growing with N means overhead (communication) grows with the scale."
 )
 
 

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from hpcscale.analysis.curves import gaps, has_accuracy, learning_curves
+from hpcscale.analysis.curves import gaps, has_accuracy, learning_curves, per_epoch
 from hpcscale.analysis.frame import normalise
 from hpcscale.analysis.targets import campaign_targets, target_lines
 from hpcscale.report import labels as lbl
@@ -66,6 +66,8 @@ def final_table(cells: pd.DataFrame, curves: pd.DataFrame) -> pd.DataFrame:
             "Nodes": int(c["nodes"]),
             "Repeats": int(c["repeats"]),
             "Epochs": int(mine["epoch"].max()),
+            # the repeats behind the last-epoch values (fewer: some repeats stopped early)
+            "Runs at last epoch": int(mine.loc[mine["epoch"] == mine["epoch"].max(), "runs"].max()),
         }
         for m in metrics:
             series = mine[mine["metric"] == m].sort_values("epoch")
@@ -91,7 +93,12 @@ def gap_text(cells: pd.DataFrame, curves: pd.DataFrame) -> str:
 
 def training_section(runs: pd.DataFrame, notes: list[str]) -> Section | None:
     """Learning curves per line group, a final-epoch table, and epochs to the plateau."""
-    cells, curves = learning_curves(runs)
+    cells, curves, skipped = learning_curves(runs)
+    if skipped:
+        notes.append(
+            f"learning curves: no per-epoch loss or accuracy recorded for run(s) "
+            f"{', '.join(skipped)}: not drawn"
+        )
     if curves.empty or not curves["value"].notna().any():
         return None
     names = group_names(cells)
@@ -125,27 +132,56 @@ def training_section(runs: pd.DataFrame, notes: list[str]) -> Section | None:
         else "Each loss per epoch as the runs recorded them (metrics.json), one line per scale "
         "(a GAN's g_loss is the generator's, d_loss the discriminator's)."
     ]
-    if has_accuracy(curves):
-        found = campaign_targets(runs)
-        if found.default:
-            plateau = found.cells
-            by_cell = _plateau_by_cell(cells, found.per_run)
-            table["Plateau epoch"] = table["cell"].map(by_cell)
-            fig = epochs_to_plateau(plateau)
-            missing = _not_reached(plateau)
-            caption = PLATEAU_RULE + (
-                f" Median over repeats, bars min to max. No plateau within the epochs run: "
-                f"{missing}."
-                if missing
-                else " Median over repeats, bars min to max."
+    early = table[table["Runs at last epoch"] < table["Repeats"]]
+    if len(early):
+        scales = scale_labels(cells)
+        text.append(
+            "Runs at last epoch: the repeats behind the last-epoch values; fewer than Repeats "
+            "where some repeats stopped early ("
+            + ", ".join(f"{r['Model']} at {scales[int(r['cell'])]}" for _, r in early.iterrows())
+            + ")."
+        )
+    classifiers, no_val = _without_val_accuracy(runs)
+    if classifiers and len(no_val) == len(classifiers):
+        said = f"no validation accuracy recorded (runs {', '.join(no_val)})"
+        text.append(f"{said[0].upper()}{said[1:]}: epochs to plateau not measured.")
+        notes.append(f"{said}: epochs to plateau not measured")
+    elif classifiers:
+        if no_val:
+            notes.append(
+                f"no validation accuracy recorded (runs {', '.join(no_val)}): "
+                "their epochs to plateau not measured"
             )
-            if fig is not None:
-                plots.append(Plot("epochs_to_plateau", "Epochs to plateau", fig, caption))
-            else:
-                notes.append(f"epochs to plateau: no run reached one ({PLATEAU_RULE})")
+        found = campaign_targets(runs)
+        plateau = found.cells
+        by_cell = _plateau_by_cell(cells, found.per_run)
+        table["Plateau epoch"] = table["cell"].map(by_cell)
+        fig = epochs_to_plateau(plateau)
+        missing = _not_reached(plateau)
+        caption = PLATEAU_RULE + (
+            f" Median over repeats, bars min to max. No plateau within the epochs run: {missing}."
+            if missing
+            else " Median over repeats, bars min to max."
+        )
+        if fig is not None:
+            plots.append(Plot("epochs_to_plateau", "Epochs to plateau", fig, caption))
+        else:
+            notes.append(f"epochs to plateau: no run reached one ({PLATEAU_RULE})")
     table = table.drop(columns="cell")
     tables = [Table("final_epoch", "Last epoch per cell (median over repeats)", table)]
     return Section("training", "Learning curves", text, tables, plots)
+
+
+def _without_val_accuracy(runs: pd.DataFrame) -> tuple[list[str], list[str]]:
+    """(classifier run ids, those that recorded no finite val_accuracy): the plateau is read
+    off val_accuracy, so a missing metric is said, never reported as "not reached"."""
+    table = normalise(runs)
+    family = table.get("model_family", pd.Series([None] * len(table), index=table.index))
+    cnn = table[(family == "cnn").to_numpy()]
+    values = cnn.get("val_accuracy", pd.Series([None] * len(cnn), index=cnn.index))
+    ids = [str(r) for r in cnn["run_id"]]
+    missing = [r for r, v in zip(ids, values, strict=True) if not np.isfinite(per_epoch(v)).any()]
+    return ids, missing
 
 
 def _plateau_by_cell(cells: pd.DataFrame, per_run: pd.DataFrame) -> dict[int, float]:
@@ -209,14 +245,13 @@ def samples_section(runs: pd.DataFrame, notes: list[str]) -> Section | None:
         if fig is None:
             continue
         when = ", ".join(f"epoch {e}" for e in sorted(epochs))
-        stage = any(len(p) > 1 for p in runs_panels)
         plots.append(
             Plot(
                 f"samples_{gid}" if len(names) > 1 else "samples",
                 f"Last sample grids ({when}): {names[int(gid)]}, {_batch(g.iloc[0])}",
                 fig,
                 f"Each run's last sample grid ({when}), from a fixed noise (and text) input; "
-                + ("Stage-I (left) beside Stage-II (right), one run a row; " if stage else "")
+                + _stage_text(runs_panels)
                 + "files: "
                 + "; ".join(
                     f"{r['Run']}: {r['Files']}" for r in rows if r["Run"] in set(g["run_id"])
@@ -233,6 +268,20 @@ def samples_section(runs: pd.DataFrame, notes: list[str]) -> Section | None:
         [Table("sample_grids", "Sample grids shown", pd.DataFrame(rows))],
         plots,
     )
+
+
+def _stage_text(runs_panels: list[list[GridPanel]]) -> str:
+    """Where Stage-I/Stage-II sit. A run with one grid fills the left column too, so when the
+    rows mix pairs and single grids the caption points at the panel titles instead."""
+    sizes = {len(p) for p in runs_panels}
+    if sizes == {1} or not sizes:
+        return ""
+    if 1 in sizes:
+        return (
+            "Stage-I beside Stage-II where a run wrote both, a single grid alone where it wrote "
+            "one (each panel titled with its stage or epoch), one run a row; "
+        )
+    return "Stage-I (left) beside Stage-II (right), one run a row; "
 
 
 def _files(value: Any) -> list[str]:

@@ -1,0 +1,76 @@
+"""`hpcscale compare`'s figure: each metric against the shared axis, the campaigns overlaid."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import pandas as pd
+from matplotlib.figure import Figure
+
+from hpcscale.analysis import compare as cmp
+from hpcscale.report.figures.style import (
+    WIDTH,
+    axes_grid,
+    axis_title,
+    colour,
+    interval_bars,
+    line,
+    log2_x,
+    new_figure,
+    styled,
+)
+
+HEADINGS: dict[str, str] = {
+    "images_per_s": "Images/s",
+    "speedup": "Speedup",
+    "efficiency": "Efficiency",
+    "epoch_time_s": "Epoch time (s)",
+}
+LINESTYLES = ("-", "--", ":", "-.")
+MARKERS = ("o", "s", "^", "D", "v")
+
+
+@styled
+def overlay(
+    aligned: pd.DataFrame, names: Sequence[str], axis: str, keys: Sequence[str]
+) -> Figure | None:
+    """Each metric against the axis, one colour per campaign (one line style per knob
+    combination matched), so the curves lie on top of each other."""
+    shown = [m for m in cmp.METRICS if aligned[m].notna().any()]
+    if not shown:
+        return None
+    combos = list(dict.fromkeys(cmp.combos(aligned, keys)))
+    fig = new_figure(3.2 * math.ceil(len(shown) / 2) + 0.3 * len(names) * len(combos), WIDTH)
+    axes = axes_grid(fig, math.ceil(len(shown) / 2), 2 if len(shown) > 1 else 1)
+    for ax, m in zip(axes, shown, strict=False):
+        for i, n in enumerate(names):
+            mine = aligned[(aligned["campaign"] == n) & aligned[m].notna()]
+            for j, combo in enumerate(combos):
+                sel = mine[[c == combo for c in cmp.combos(mine, keys)]]
+                if sel.empty:
+                    continue
+                sel = sel.sort_values("axis_value")
+                what = ", ".join(
+                    f"{k}={cmp.fmt_value(cmp.plain(v))}" for k, v in zip(keys, combo, strict=True)
+                )
+                line(
+                    ax,
+                    sel["axis_value"].to_numpy(float),
+                    sel[m].to_numpy(float),
+                    interval_bars(sel, m),
+                    color=colour(i),
+                    ls=LINESTYLES[j % len(LINESTYLES)],
+                    marker=MARKERS[i % len(MARKERS)],
+                    label=f"{n}: {what}" if what else n,
+                )
+        log2_x(ax, aligned["axis_value"].dropna())
+        ax.set_xlabel(axis_title(axis))
+        ax.set_ylabel(HEADINGS[m])
+        ax.set_title(HEADINGS[m])
+        ax.set_ylim(bottom=0)  # every metric is >= 0: a cut axis would magnify a 2 % gap
+    for ax in axes[len(shown) :]:
+        ax.set_visible(False)
+    handles, texts = axes[0].get_legend_handles_labels()
+    fig.legend(handles, texts, loc="outside lower center", ncols=min(3, len(texts)), frameon=False)
+    return fig
