@@ -352,3 +352,20 @@ def test_different_work_is_named_and_its_epoch_times_not_compared() -> None:
         == "not comparable (steps_per_epoch differs)"
     )
     assert diffs.loc[("nodes=1", "epoch_time_s"), "noise"] == "no interval"
+
+
+def test_overlay_leaves_a_gap_where_a_cell_is_missing() -> None:
+    """B has no value at nodes=2: its line must break there, not run straight from 1 to 4."""
+    from hpcscale.report.figures.compare import overlay
+
+    aligned = _compared(
+        {
+            "A": _by_nodes([1, 2, 4], [100.0, 190.0, 360.0]),
+            "B": _by_nodes([1, 4], [100.0, 350.0]),
+        }
+    )
+    fig = overlay(aligned, ["A", "B"], "nodes", [])
+    b_line = next(ln for ln in fig.axes[0].get_lines() if ln.get_label() == "B")
+    x, y = b_line.get_data()
+    assert list(np.asarray(x, float)) == [1.0, 2.0, 4.0]
+    assert np.isnan(np.asarray(y, float)[1])

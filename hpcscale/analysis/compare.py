@@ -22,7 +22,7 @@ from hpcscale.analysis.derive import derive
 from hpcscale.analysis.frame import check_axis, normalise
 from hpcscale.analysis.intervals import interval, verdict
 from hpcscale.analysis.quality import cell_flags, quality_flags
-from hpcscale.core.vocab import KNOBS, term
+from hpcscale.core.vocab import KNOBS
 from hpcscale.errors import UsageError
 
 # Metrics compared, and whether a higher value is better (throughput, speedup and efficiency
@@ -314,14 +314,6 @@ def missing_cells(diffs: pd.DataFrame, baseline: str, lost_only: bool = False) -
             for _, r in gone.iterrows()
         )
     )
-
-
-def field_label(name: str) -> str:
-    """A run or workload field as the report names it (steps_per_epoch has no vocabulary term)."""
-    try:
-        return term(name).label
-    except KeyError:
-        return name.replace("_", " ").capitalize()
 
 
 def regressions(diffs: pd.DataFrame, baseline: str, tolerance: float) -> list[Regression]:

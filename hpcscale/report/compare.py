@@ -189,7 +189,7 @@ def campaigns_section(
             differ.append(f)
     frame = pd.DataFrame(rows)
     for f in differ:
-        frame.insert(3, cmp.field_label(f), [cmp.first_value(cells[n][f]) for n in names])
+        frame.insert(3, field_label(f), [cmp.first_value(cells[n][f]) for n in names])
     axis_name = AXIS_LABELS.get(axis, axis).lower()
     text = [
         f"{len(names)} campaigns aligned on {axis_name} (`--on` names the axis). The first, "
@@ -198,10 +198,7 @@ def campaigns_section(
         + (f" and on {', '.join(keys)} (swept within a campaign)" if keys else "")
         + ". Settings fixed within each campaign but different between them are what is "
         "compared: "
-        + (
-            ", ".join(cmp.field_label(f) for f in differ)
-            or "none among the run and workload fields"
-        )
+        + (", ".join(field_label(f) for f in differ) or "none among the run and workload fields")
         + ".",
     ]
     systems = {src.system for src in sources}
@@ -214,7 +211,7 @@ def campaigns_section(
             "At the same "
             + axis_name
             + " the campaigns also differ in: "
-            + "; ".join(f"{cmp.field_label(f)} ({', '.join(rows)})" for f, rows in per_row.items())
+            + "; ".join(f"{field_label(f)} ({', '.join(rows)})" for f, rows in per_row.items())
             + "."
         )
     return Section(
@@ -244,7 +241,8 @@ def aligned_section(
             "overlay",
             "Campaigns overlaid",
             overlay(aligned, names, axis, keys),
-            f"One line per campaign; error bars: {INTERVAL_NAME} (none without repeats).",
+            f"One line per campaign; a cell with no value leaves a gap in its line; error bars: "
+            f"{INTERVAL_NAME} (none without repeats).",
         ),
     )
 
@@ -338,3 +336,11 @@ def _quality(runs: dict[str, pd.DataFrame]) -> Section:
     ]
     table = Table("quality", "Runs left out or flagged", pd.concat(frames, ignore_index=True))
     return Section("quality", "Data quality", text, [table])
+
+
+def field_label(name: str) -> str:
+    """A run or workload field as the report names it (steps_per_epoch has no vocabulary term)."""
+    try:
+        return term(name).label
+    except KeyError:
+        return name.replace("_", " ").capitalize()

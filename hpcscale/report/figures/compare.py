@@ -45,10 +45,11 @@ def overlay(
     axes = axes_grid(fig, math.ceil(len(shown) / 2), 2 if len(shown) > 1 else 1)
     for ax, m in zip(axes, shown, strict=False):
         for i, n in enumerate(names):
-            mine = aligned[(aligned["campaign"] == n) & aligned[m].notna()]
+            # NaN rows stay in: a missing cell breaks the line instead of being bridged
+            mine = aligned[aligned["campaign"] == n]
             for j, combo in enumerate(combos):
                 sel = mine[[c == combo for c in cmp.combos(mine, keys)]]
-                if sel.empty:
+                if not sel[m].notna().any():
                     continue
                 sel = sel.sort_values("axis_value")
                 what = ", ".join(
