@@ -1,6 +1,8 @@
 """The whole Python API: every command of the CLI is one call here, returning typed objects.
 
     import hpcscale.api as hs
+    hs.init("my-study", system="local")                        # starter campaign + profile copy
+    hs.doctor("local").ok                                      # can this host run it?
     planned = hs.plan("campaigns/quickstart.yaml")            # runs, excluded cells, axes
     sub = hs.submit("campaigns/quickstart.yaml")              # render + run (local) / sbatch
     [st] = hs.status("quickstart")                            # ledger rows, refreshed
@@ -28,7 +30,9 @@ from hpcscale.backends.base import (
     Reporter,
     Submission,
 )
+from hpcscale.backends.outputs import run_log, run_outputs
 from hpcscale.backends.slurm.backend import with_throttle
+from hpcscale.core import datapaths
 from hpcscale.core.campaign import LoadedCampaign, load_campaign
 from hpcscale.core.expand import Plan, expand
 from hpcscale.core.gcpause import gc_paused
@@ -36,9 +40,11 @@ from hpcscale.core.paths import campaign_dir, select_campaigns
 from hpcscale.core.paths import workdir as resolve_workdir
 from hpcscale.core.render import Rendered, render_all
 from hpcscale.core.system import System
+from hpcscale.doctor import Check, Diagnosis, doctor
 from hpcscale.errors import BackendError, HpcscaleError, UsageError
 from hpcscale.formats.run_record import campaign_version_of
-from hpcscale.results import CampaignStatus, Cancelled, Planned, RenderedCampaign
+from hpcscale.results import CampaignStatus, Cancelled, Planned, RenderedCampaign, RunLog
+from hpcscale.starter import Example, Initialised, examples, init
 from hpcscale.state.ledger import LEDGER_NAME, Ledger
 from hpcscale.state.select import select_rows as select
 from hpcscale.state.states import DEFAULT_RESUBMIT, TERMINAL, RunState
@@ -55,19 +61,28 @@ PathLike = str | Path
 __all__ = [
     "CampaignStatus",
     "Cancelled",
+    "Check",
+    "Diagnosis",
+    "Example",
+    "Initialised",
     "Planned",
     "RenderedCampaign",
     "Submission",
     "cancel",
     "collect",
     "compare",
+    "doctor",
+    "examples",
+    "init",
     "load_results",
+    "logs",
     "plan",
     "render",
     "report",
     "resubmit",
     "status",
     "submit",
+    "validate",
 ]
 
 
@@ -80,6 +95,15 @@ def plan(campaign: PathLike, *, system: PathLike | None = None) -> Planned:
     lc = load_campaign(campaign, system)
     with gc_paused():
         return Planned(lc, expand(lc))
+
+
+def validate(campaign: PathLike, *, system: PathLike | None = None) -> Planned:
+    """`plan`, then the data and weights paths the jobs would read (hpcscale.core.datapaths):
+    a placeholder or a path the job cannot find is an error (InputError, located) on a system
+    whose jobs run on this machine, else a warning, added to `expansion.warnings`."""
+    planned = plan(campaign, system=system)
+    planned.expansion.warnings += datapaths.check(planned.loaded, planned.runs, submitting=False)
+    return planned
 
 
 def render(
@@ -181,8 +205,13 @@ def submit(
     """Render a campaign and submit what is not yet submitted or done. `backend`: slurm, local
     or dry (default: by the system's scheduler); `dry_run`: describe through that backend and
     submit nothing. With `check`, rejected or failed runs raise after everything else ran.
-    A backend that does not fit the system is refused before anything is written."""
+    A backend that does not fit the system is refused before anything is written, and so is
+    a run whose data or weights path is a placeholder or one its job cannot find
+    (hpcscale.core.datapaths)."""
     planned = plan(campaign, system=system)
+    queues = not (dry_run or backend == "dry")  # a dry run warns where `validate` does
+    for warning in datapaths.check(planned.loaded, planned.runs, submitting=queues):
+        (reporter or QuietReporter()).warn(warning)
     sys_ = planned.system
     throttle = (planned.loaded.campaign.max_parallel, sys_.max_parallel)  # SLURM's array %N
     if dry_run or backend == "dry":
@@ -252,6 +281,7 @@ def status(
         with Ledger(cdir) as ledger:
             r = refresh(cdir, ledger)
             rows = ledger.rows()
+            outputs = run_outputs(cdir, ledger, rows)
         live = [row.run_id for row in rows if row.stale and row.backend and not row.terminal]
         warnings = list(r.warnings)
         if live:
@@ -262,8 +292,14 @@ def status(
             )
         if not include_stale:
             rows = [row for row in rows if not row.stale or row.run_id in live]
-        out.append(CampaignStatus(cdir.name, cdir, rows, r.changes, warnings))
+        out.append(CampaignStatus(cdir.name, cdir, rows, r.changes, warnings, outputs))
     return out
+
+
+def logs(run: str, workdir: PathLike | None = None) -> RunLog:
+    """The output files of the run whose id is `run` or starts with it, in any submitted
+    campaign of the workdir (read as they are: no scheduler is asked)."""
+    return run_log(run, submitted_campaigns(None, workdir), str(resolve_workdir(workdir)))
 
 
 def cancel(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Optional
 
 
 class HpcscaleError(Exception):
@@ -22,8 +23,8 @@ class InputError(UsageError):
     """A problem located in an input file: file, line and key path so the user can jump there."""
 
     file: str
-    line: int | None
-    key: str | None
+    line: Optional[int]
+    key: Optional[str]
     message: str
 
     def __str__(self) -> str:

@@ -52,15 +52,35 @@ class RenderedCampaign:
     runs: list[Rendered]
 
 
+@dataclass(frozen=True)
+class RunOutput:
+    """Where a run's output is (None before it has any) and, for a run that ended without
+    success, why: its own words (hpcscale.state.reason), else what the ledger recorded."""
+
+    output: Path | None
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
+class RunLog:
+    """One run's output files (its own first; an array task's SLURM file after it)."""
+
+    campaign: str
+    row: RunRow
+    files: list[Path]
+
+
 @dataclass
 class CampaignStatus:
-    """A campaign's runs as the ledger has them after a refresh from every backend in use."""
+    """A campaign's runs as the ledger has them after a refresh from every backend in use;
+    `outputs`: run id -> its output file and failure reason (runs that have started)."""
 
     name: str
     directory: Path
     rows: list[RunRow]
     changes: list[StateChange] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    outputs: dict[str, RunOutput] = field(default_factory=dict)
 
     def counts(self) -> dict[str, int]:
         out: dict[str, int] = {}

@@ -9,6 +9,7 @@ The presets are the seed's two scripts; each `--aug-*` argument overrides its pr
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Optional
 
 import tensorflow as tf
 
@@ -55,7 +56,7 @@ def augmentation_of(cfg: JobConfig) -> Augmentation:
     return replace(aug, **{k: v for k, v in given.items() if v is not None})
 
 
-def layers(aug: Augmentation, seed: int) -> tf.keras.Sequential | None:
+def layers(aug: Augmentation, seed: int) -> Optional[tf.keras.Sequential]:
     """The preprocessing layers of `aug` (None when it does nothing)."""
     if not aug.active:
         return None

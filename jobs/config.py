@@ -9,6 +9,7 @@ import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Optional
 
 # The GAN geometry rules are declared with the arguments (jobs/manifest.py, read by hpcscale too).
 from jobs.manifest import gan_image_size_problem, gan_upsamplings  # noqa: F401
@@ -26,31 +27,31 @@ class JobConfig:
     run_dir: Path
     batch_per_rank: int
     epochs: int
-    steps_per_epoch: int | None
-    dataset_size: int | None
+    steps_per_epoch: Optional[int]
+    dataset_size: Optional[int]
     image_size: int
-    num_classes: int | None  # None: the data's (harness.run resolves it before building)
+    num_classes: Optional[int]  # None: the data's (harness.run resolves it before building)
     strategy: str
-    cross_device_ops: str | None
+    cross_device_ops: Optional[str]
     devices: int
     fp16_allreduce: bool
     mixed_precision: bool
     timeline: bool
     mark_cycles: bool
-    timeline_dir: Path | None
-    data_dir: Path | None
-    dataset: str | None  # None: synthetic, or folder with data_dir (jobs/datasets)
+    timeline_dir: Optional[Path]
+    data_dir: Optional[Path]
+    dataset: Optional[str]  # None: synthetic, or folder with data_dir (jobs/datasets)
     val_split: float
-    val_dir: Path | None
-    center_crop: int | None
+    val_dir: Optional[Path]
+    center_crop: Optional[int]
     seed: int
     device: str
-    threads: int | None
-    inter_op_threads: int | None
-    lr: float | None
+    threads: Optional[int]
+    inter_op_threads: Optional[int]
+    lr: Optional[float]
     warmup_epochs: float
     lr_scaling: str  # linear | sqrt | none, relative to lr_ref_batch
-    lr_ref_batch: int | None  # None: batch_per_rank
+    lr_ref_batch: Optional[int]  # None: batch_per_rank
     burn_in_steps: int
     width: int
     latent_dim: int
@@ -60,26 +61,26 @@ class JobConfig:
     debug_desync: bool
     # StackGAN (jobs/models/stackgan.py) and the cub dataset; defaults as in jobs/manifest.py
     stage: int = 1
-    stage1_weights: Path | None = None
-    stage1_steps: int | None = None
+    stage1_weights: Optional[Path] = None
+    stage1_steps: Optional[int] = None
     stage2_factor: int = 4
     embedding_dim: int = 1024
     condition_dim: int = 128
     kl_weight: float = 2.0
-    images_per_class: int | None = None
+    images_per_class: Optional[int] = None
     argv: tuple[str, ...] = ()
     # model: classifier (jobs/models/classifier.py, jobs/keras_fit.py); see jobs/manifest.py
     backbone: str = "mobilenet_v2"
     weights: str = "none"  # none | imagenet | a weights file
     optimizer: str = "adam"
     fine_tune: bool = False
-    head_epochs: int | None = None  # None: half of epochs
-    unfreeze_layers: int | None = None  # None: the whole backbone
+    head_epochs: Optional[int] = None  # None: half of epochs
+    unfreeze_layers: Optional[int] = None  # None: the whole backbone
     fine_tune_lr_factor: float = 0.1
     augment: str = "none"
-    aug_zoom: float | None = None  # None: the preset's
-    aug_shift: float | None = None
-    aug_rotation: float | None = None
+    aug_zoom: Optional[float] = None  # None: the preset's
+    aug_shift: Optional[float] = None
+    aug_rotation: Optional[float] = None
     aug_flip: bool = False
 
 
@@ -116,7 +117,7 @@ def ref_batch_of(cfg: JobConfig) -> int:
     return cfg.lr_ref_batch if cfg.lr_ref_batch is not None else cfg.batch_per_rank
 
 
-def steps_per_epoch(dataset_size: int, global_batch: int, requested: int | None) -> int:
+def steps_per_epoch(dataset_size: int, global_batch: int, requested: Optional[int]) -> int:
     """Every rank runs the same number of steps (uneven shards would leave one rank waiting in
     an allreduce the others never submit): the requested count, else whole global batches."""
     if requested is not None:
@@ -141,7 +142,7 @@ def gpu_only_message(cross_device_ops: str) -> str:
     )
 
 
-def process_world_size(environ: dict[str, str] | None = None) -> int:
+def process_world_size(environ: Optional[dict[str, str]] = None) -> int:
     """Ranks the launcher started, read from its environment before any MPI initialisation."""
     env = os.environ if environ is None else environ
     for var in ("OMPI_COMM_WORLD_SIZE", "MV2_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_STEP_NUM_TASKS"):

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import os
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Optional
 
 import numpy as np
 import tensorflow as tf
@@ -25,6 +26,7 @@ import tensorflow as tf
 from hpcscale.formats.job_cli import DEFAULT_CROSS_DEVICE_OPS
 from jobs.compat import KERAS3, build_optimizer, optimizer_variables, tf_variables
 from jobs.config import JobConfig, JobUsageError, gpu_only_message, lr_scale, ref_batch_of
+from jobs.gpus import gpu_for_local_rank, gpus_for_replicas
 
 EPOCH_METRICS_TENSOR = "hpcscale_epoch_metrics"
 
@@ -74,7 +76,7 @@ class DistContext:
 
     def __init__(self, cfg: JobConfig) -> None:
         self.cfg = cfg
-        self.policy: str | None = None
+        self.policy: Optional[str] = None
         self.global_batch = cfg.batch_per_rank  # fixed once replicas are known
         self.steps_per_epoch = 1
 
@@ -123,7 +125,7 @@ class DistContext:
         return _unscale_gradients(optimizer, grads)
 
     def apply(self, optimizer: Any, grads: Sequence[tf.Tensor], variables: Sequence[Any]) -> None:
-        optimizer.apply_gradients(zip(grads, variables, strict=True))
+        optimizer.apply_gradients(zip(grads, variables))
 
     # -- the harness' API ---------------------------------------------------------------------
     def _raw_gradients(
@@ -159,7 +161,7 @@ class DistContext:
     def shutdown(self) -> None:
         pass
 
-    def versions(self) -> dict[str, str | None]:
+    def versions(self) -> dict[str, Optional[str]]:
         return {"horovod": None}
 
 
@@ -182,10 +184,13 @@ class HorovodContext(DistContext):
         hvd.init()
         self.rank, self.size, self.local_rank = hvd.rank(), hvd.size(), hvd.local_rank()
         self.replicas = self.size
-        gpus = tf.config.list_physical_devices("GPU")
-        if cfg.device == "gpu":
-            tf.config.experimental.set_memory_growth(gpus[self.local_rank % len(gpus)], True)
-            tf.config.set_visible_devices(gpus[self.local_rank % len(gpus)], "GPU")
+        if cfg.device == "gpu":  # one GPU per local rank, or exit 2 saying what is visible
+            gpus = tf.config.list_physical_devices("GPU")
+            names = [g.name for g in gpus]
+            env = os.environ.get("CUDA_VISIBLE_DEVICES")
+            gpu = gpus[gpu_for_local_rank(names, self.local_rank, hvd.local_size(), env)]
+            tf.config.experimental.set_memory_growth(gpu, True)
+            tf.config.set_visible_devices(gpu, "GPU")
         self.set_policy(cfg.device == "gpu")
         self.compression = hvd.Compression.fp16 if cfg.fp16_allreduce else hvd.Compression.none
 
@@ -208,7 +213,7 @@ class HorovodContext(DistContext):
             return {}
         vec = tf.constant([values[k] for k in keys], tf.float64)
         avg = self.hvd.allreduce(vec, op=self.hvd.Average, name=EPOCH_METRICS_TENSOR).numpy()
-        return {k: float(x) for k, x in zip(keys, avg, strict=True)}
+        return {k: float(x) for k, x in zip(keys, avg)}
 
     def sync_local_state(self, models: Sequence[tf.keras.Model]) -> None:
         local = [v for m in models for v in m.non_trainable_variables if _is_float(v)]
@@ -219,7 +224,7 @@ class HorovodContext(DistContext):
             op=self.hvd.Average,
             name="hpcscale_local_state",
         )
-        for var, val in zip(local, avg, strict=True):
+        for var, val in zip(local, avg):
             var.assign(val)
 
     def allgather_object(self, obj: Any) -> list[Any]:
@@ -228,7 +233,7 @@ class HorovodContext(DistContext):
     def shutdown(self) -> None:
         self.hvd.shutdown()
 
-    def versions(self) -> dict[str, str | None]:
+    def versions(self) -> dict[str, Optional[str]]:
         return {"horovod": self._hvd_version}
 
 
@@ -240,10 +245,9 @@ class MirroredContext(DistContext):
         op = cfg.cross_device_ops or DEFAULT_CROSS_DEVICE_OPS
         if cfg.device == "gpu":
             _configure_devices(cfg, logical_cpus=1)
-            gpus = tf.config.list_logical_devices("GPU")
-            devices = [d.name for d in gpus[: cfg.devices]]
-            if len(devices) < cfg.devices:
-                raise JobUsageError(f"--devices {cfg.devices} but only {len(gpus)} GPU(s) visible")
+            gpus = [d.name for d in tf.config.list_logical_devices("GPU")]
+            env = os.environ.get("CUDA_VISIBLE_DEVICES")
+            devices = gpus_for_replicas(gpus, cfg.devices, env)
         else:
             if op in ("nccl", "hierarchical_copy"):
                 raise JobUsageError(gpu_only_message(op))
@@ -316,12 +320,8 @@ def _configure_devices(cfg: JobConfig, logical_cpus: int) -> None:
         tf.config.threading.set_intra_op_parallelism_threads(cfg.threads)
     if cfg.inter_op_threads:
         tf.config.threading.set_inter_op_parallelism_threads(cfg.inter_op_threads)
-    gpus = tf.config.list_physical_devices("GPU")
-    if cfg.device == "cpu":
-        if gpus:
-            tf.config.set_visible_devices([], "GPU")
-    elif not gpus:
-        raise JobUsageError("--device gpu, but TensorFlow sees no GPU on this node")
+    if cfg.device == "cpu" and tf.config.list_physical_devices("GPU"):
+        tf.config.set_visible_devices([], "GPU")  # (--device gpu: the contexts map GPUs)
     if logical_cpus > 1:
         cpu = tf.config.list_physical_devices("CPU")[0]
         tf.config.set_logical_device_configuration(

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Optional
 
 import tensorflow as tf
 
@@ -40,7 +40,7 @@ class HeldOut:
         }
 
 
-def held_out_of(data: Any) -> tuple[tf.data.Dataset | None, int]:
+def held_out_of(data: Any) -> tuple[Optional[tf.data.Dataset], int]:
     """(this rank's validation batches, its image count) of a DataSpec; (None, 0) without a
     held-out split (synthetic data, or none asked for)."""
     ds = getattr(data, "val_dataset", None)
@@ -52,7 +52,7 @@ def held_out_of(data: Any) -> tuple[tf.data.Dataset | None, int]:
     return ds, int(images)
 
 
-def for_network(ctx: DistContext, data: Any, net: tf.keras.Model) -> HeldOut | None:
+def for_network(ctx: DistContext, data: Any, net: tf.keras.Model) -> Optional[HeldOut]:
     """Validation of a custom-loop classifier returning logits (jobs/models/cnn.py)."""
     ds, images = held_out_of(data)
     if ds is None:
@@ -76,7 +76,7 @@ def for_network(ctx: DistContext, data: Any, net: tf.keras.Model) -> HeldOut | N
     return HeldOut(ctx, images, measure)
 
 
-def for_keras(ctx: DistContext, data: Any, model: tf.keras.Model) -> HeldOut | None:
+def for_keras(ctx: DistContext, data: Any, model: tf.keras.Model) -> Optional[HeldOut]:
     """Validation of a compiled Keras model (metrics `loss` and `accuracy`) by `evaluate`, whose
     loss and accuracy are means over the images it saw."""
     ds, images = held_out_of(data)

@@ -30,7 +30,7 @@ import socket
 import sys
 import time
 from collections import defaultdict
-from typing import Any
+from typing import Any, Optional
 
 import numpy as np
 import tensorflow as tf
@@ -223,8 +223,8 @@ def _write_outputs(
     epoch_clocks: tuple[list[float], list[float]],
     history: dict[str, list[float]],
     hostnames: list[str],
-    sync: dict[str, Any] | None,
-    load: dict[str, Any] | None = None,
+    sync: Optional[dict[str, Any]],
+    load: Optional[dict[str, Any]] = None,
 ) -> None:
     epoch_times, epoch_cpu = epoch_clocks
     switch.collect(cfg.run_dir)

@@ -22,7 +22,7 @@ from __future__ import annotations
 import time
 from collections import defaultdict
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Optional
 
 import tensorflow as tf
 
@@ -53,21 +53,21 @@ class StepTimer(tf.keras.callbacks.Callback):
         self._start = self._e0 = self._end = 0
         self._c0 = self._cpu = 0.0
 
-    def on_epoch_begin(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
+    def on_epoch_begin(self, epoch: int, logs: Optional[dict[str, Any]] = None) -> None:
         self.epoch = epoch
         self._e0, self._c0 = time.monotonic_ns(), time.process_time()
 
-    def on_train_batch_begin(self, batch: int, logs: dict[str, Any] | None = None) -> None:
+    def on_train_batch_begin(self, batch: int, logs: Optional[dict[str, Any]] = None) -> None:
         self._start = time.monotonic_ns()
 
-    def on_train_batch_end(self, batch: int, logs: dict[str, Any] | None = None) -> None:
+    def on_train_batch_end(self, batch: int, logs: Optional[dict[str, Any]] = None) -> None:
         self._end, self._cpu = time.monotonic_ns(), time.process_time()
         if self.burn_in:
             self.log.burn_in(self._start, self._end)
         else:
             self.log.add(self.epoch, batch, self._start, self._end)
 
-    def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
+    def on_epoch_end(self, epoch: int, logs: Optional[dict[str, Any]] = None) -> None:
         if not self.burn_in:
             self.epoch_times.append((self._end - self._e0) / 1e9)
             self.epoch_cpu.append(self._cpu - self._c0)
@@ -77,13 +77,13 @@ class EpochReport(tf.keras.callbacks.Callback):
     """Training means (already averaged over ranks), validation, the progress line."""
 
     def __init__(
-        self, cfg: JobConfig, ctx: DistContext, timer: StepTimer, held_out: HeldOut | None
+        self, cfg: JobConfig, ctx: DistContext, timer: StepTimer, held_out: Optional[HeldOut]
     ) -> None:
         super().__init__()
         self.cfg, self.ctx, self.timer, self.held_out = cfg, ctx, timer, held_out
         self.history: dict[str, list[float]] = defaultdict(list)
 
-    def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
+    def on_epoch_end(self, epoch: int, logs: Optional[dict[str, Any]] = None) -> None:
         logs = logs or {}
         values = {"loss": float(logs["loss"]), "accuracy": float(logs["accuracy"])}
         if self.held_out is not None:

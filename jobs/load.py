@@ -20,7 +20,7 @@ import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 WINDOW_S = 0.5
 SQUEUE_TIMEOUT_S = 5.0
@@ -37,7 +37,7 @@ def machine_id() -> str:
         return f"host:{socket.gethostname()}"
 
 
-def _cpu_jiffies() -> tuple[int, int] | None:
+def _cpu_jiffies() -> Optional[tuple[int, int]]:
     """(busy, total) jiffies of all CPUs since boot, from /proc/stat; None where absent."""
     try:
         with open("/proc/stat", encoding="ascii") as f:
@@ -50,8 +50,8 @@ def _cpu_jiffies() -> tuple[int, int] | None:
 
 
 def busy_cpus(
-    before: tuple[int, int] | None, after: tuple[int, int] | None, cpus: int, ours: float
-) -> float | None:
+    before: Optional[tuple[int, int]], after: Optional[tuple[int, int]], cpus: int, ours: float
+) -> Optional[float]:
     """CPUs kept busy by processes other than this run's ranks between two /proc/stat reads;
     `ours`: the CPUs the run's own ranks on this machine used meanwhile (their Horovod and
     tf.data threads keep running while the ranks sleep)."""
@@ -61,7 +61,7 @@ def busy_cpus(
     return max(share * cpus - ours, 0.0)
 
 
-def other_slurm_jobs() -> int | None:
+def other_slurm_jobs() -> Optional[int]:
     """Running SLURM jobs on this node other than this one; None outside SLURM or when
     squeue does not answer in time."""
     job, node = os.environ.get("SLURM_JOB_ID"), os.environ.get("SLURMD_NODENAME")

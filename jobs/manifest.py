@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Optional, Union
 
 PROGRAMS: tuple[str, ...] = ("train",)  # entry points (jobs/<program>.py) of these arguments
 TYPES: tuple[str, ...] = ("int", "float", "str", "path", "switch")
@@ -38,10 +38,10 @@ class Arg:
     name: str
     type: str
     help: str
-    default: int | float | str | None = None
-    min: float | None = None  # smallest allowed value
-    above: float | None = None  # values must be greater than this
-    below: float | None = None  # values must be smaller than this
+    default: Union[int, float, str, None] = None
+    min: Optional[float] = None  # smallest allowed value
+    above: Optional[float] = None  # values must be greater than this
+    below: Optional[float] = None  # values must be smaller than this
     choices: tuple[str, ...] = ()  # the allowed values (empty: any)
     group: str = "run"
     models: tuple[str, ...] = ()  # the models that use it (empty: every model)
@@ -60,11 +60,11 @@ class Arg:
         high = f"< {self.below:g}" if self.below is not None else ""
         return ", ".join(x for x in (low, high) if x)
 
-    def convert(self, text: str) -> int | float | str:
+    def convert(self, text: str) -> Union[int, float, str]:
         """The value the job gets from `--flag text`; ValueError says why it is refused."""
         if self.type == "int":
             try:
-                value: int | float | str = int(text)
+                value: Union[int, float, str] = int(text)
             except ValueError:
                 raise ValueError(f"expected an integer, got {text!r}") from None
         elif self.type == "float":
@@ -362,7 +362,7 @@ def gan_upsamplings(image_size: int) -> int:
     return 3 if image_size < 64 else 4
 
 
-def gan_image_size_problem(image_size: int) -> str | None:
+def gan_image_size_problem(image_size: int) -> Optional[str]:
     """Why a GAN cannot be built at this size, or None."""
     n = gan_upsamplings(image_size)
     if image_size < 16:
@@ -375,7 +375,7 @@ def gan_image_size_problem(image_size: int) -> str | None:
     return None
 
 
-def rule_problem(model: str, values: Mapping[str, Any]) -> tuple[str, str] | None:
+def rule_problem(model: str, values: Mapping[str, Any]) -> Optional[tuple[str, str]]:
     """(argument, why) for the first rule the model and these converted values break, or None;
     arguments not given take their defaults."""
     m = MODELS[model]
@@ -392,7 +392,7 @@ def rule_problem(model: str, values: Mapping[str, Any]) -> tuple[str, str] | Non
     return data_problem(m.family, values)
 
 
-def stackgan_problem(model: str, values: Mapping[str, Any]) -> tuple[str, str] | None:
+def stackgan_problem(model: str, values: Mapping[str, Any]) -> Optional[tuple[str, str]]:
     """StackGAN's geometry and stages, and the cub dataset (text pairs: StackGAN's alone)."""
     dataset = values.get("dataset")
     if dataset == "cub" and model != "stackgan":
@@ -413,7 +413,7 @@ def stackgan_problem(model: str, values: Mapping[str, Any]) -> tuple[str, str] |
     return None
 
 
-def data_problem(family: str, values: Mapping[str, Any]) -> tuple[str, str] | None:
+def data_problem(family: str, values: Mapping[str, Any]) -> Optional[tuple[str, str]]:
     """(argument, why) for a data argument that does not fit the others, or None."""
     dataset, data_dir = values.get("dataset"), values.get("data_dir")
     if dataset not in (None, "synthetic") and data_dir is None:

@@ -7,17 +7,18 @@ import platform
 import subprocess
 import sys
 from pathlib import Path
+from typing import Optional
 
 ENV_PREFIXES = ("HOROVOD_", "MV2_", "NCCL_", "OMPI_")
 REPO = Path(__file__).resolve().parents[1]
 
 
-def knob_env(environ: dict[str, str] | None = None) -> dict[str, str]:
+def knob_env(environ: Optional[dict[str, str]] = None) -> dict[str, str]:
     env = os.environ if environ is None else environ
     return {k: v for k, v in sorted(env.items()) if k.startswith(ENV_PREFIXES)}
 
 
-def mpi_library_version() -> str | None:
+def mpi_library_version() -> Optional[str]:
     """MPI_Get_library_version may be called without MPI_Init, so mpi4py must not init MPI
     (Horovod owns it); fall back to `ompi_info` when mpi4py is missing."""
     try:
@@ -40,8 +41,12 @@ def mpi_library_version() -> str | None:
     return first[0].strip() if out.returncode == 0 and first else None
 
 
-def git_revision(repo: Path = REPO) -> tuple[str | None, bool | None]:
-    """(commit, dirty) of the checkout the job ran from, or (None, None) outside git."""
+def git_revision(repo: Path = REPO) -> tuple[Optional[str], Optional[bool]]:
+    """(commit, dirty) of the checkout the job ran from, or (None, None) outside git. Only a
+    checkout's own root counts: an installed hpcscale's jobs/ (hpcscale/_data/) has no .git,
+    and a repository around the environment (a venv in the user's project) is not its code."""
+    if not (repo / ".git").exists():
+        return None, None
     try:
         head = subprocess.run(
             ["git", "-C", str(repo), "rev-parse", "HEAD"],
@@ -68,7 +73,7 @@ def git_revision(repo: Path = REPO) -> tuple[str | None, bool | None]:
 def provenance(
     tf_version: str,
     keras_version: str,
-    horovod_version: str | None,
+    horovod_version: Optional[str],
     hostnames: list[str],
     argv: list[str],
 ) -> dict[str, object]:

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import socket
 import time
+from typing import Optional
 
 from hpcscale.formats.steps import FORMAT, VERSION, BurnIn, StepAnchor, StepsFile
 
 
 def clock_anchor(tries: int = 5) -> dict[str, int]:
     """Read the Unix clock between two monotonic readings; keep the tightest of a few tries."""
-    best: dict[str, int] | None = None
+    best: Optional[dict[str, int]] = None
     for _ in range(tries):
         m0 = time.monotonic_ns()
         u = time.time_ns()
@@ -43,7 +44,7 @@ class StepLog:
         self.end.append(end_ns)
 
     def durations_ms(self) -> list[float]:
-        return [(e - s) / 1e6 for s, e in zip(self.start, self.end, strict=True)]
+        return [(e - s) / 1e6 for s, e in zip(self.start, self.end)]
 
     def to_file(self, rank: int) -> StepsFile:
         """The log as `steps.json`, anchored to the Unix clock now."""

@@ -14,19 +14,20 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
+from typing import Optional
 
 from hpcscale.formats.atomic import atomic_copy
 
 
 class TimelineSwitch:
-    def __init__(self, enabled: bool, mark_cycles: bool, base_dir: Path | None) -> None:
+    def __init__(self, enabled: bool, mark_cycles: bool, base_dir: Optional[Path]) -> None:
         self.enabled = enabled
         self.mark_cycles = mark_cycles
         self.base_dir = base_dir
-        self.local_dir: Path | None = None
+        self.local_dir: Optional[Path] = None
 
     @property
-    def local_path(self) -> Path | None:
+    def local_path(self) -> Optional[Path]:
         return None if self.local_dir is None else self.local_dir / "timeline.json"
 
     def arm(self) -> None:
@@ -39,7 +40,7 @@ class TimelineSwitch:
         if self.mark_cycles:
             os.environ["HOROVOD_TIMELINE_MARK_CYCLES"] = "1"
 
-    def collect(self, run_dir: Path) -> int | None:
+    def collect(self, run_dir: Path) -> Optional[int]:
         """Rank 0, after hvd.shutdown(): copy into the run dir; the copied size in bytes."""
         path = self.local_path
         if path is None or not path.exists():

@@ -5,13 +5,17 @@ one process per rank under mpirun/srun (horovod) or one process (mirrored). See 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import sys
 from pathlib import Path
-from typing import NoReturn
+from typing import NoReturn, Optional
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[1]  # a checkout, or hpcscale/_data/ when installed
 if str(REPO) not in sys.path:  # run as a script: make `jobs` (and `hpcscale`) importable
     sys.path.insert(0, str(REPO))
+if REPO.name == "_data" and importlib.util.find_spec("hpcscale") is None:
+    # installed jobs/ run by an interpreter without hpcscale: the hpcscale they came with
+    sys.path.append(str(REPO.parents[1]))
 
 from hpcscale.formats.job_cli import JOB_FLAGS  # noqa: E402
 from jobs.config import (  # noqa: E402
@@ -198,7 +202,7 @@ def config_from_args(argv: list[str]) -> JobConfig:
     )
 
 
-def _problem(a: argparse.Namespace) -> str | None:
+def _problem(a: argparse.Namespace) -> Optional[str]:
     """Cross-argument checks that need no TensorFlow (so they fail in milliseconds)."""
     if broken := rule_problem(a.model, vars(a)):
         name, why = broken
@@ -228,7 +232,7 @@ def _problem(a: argparse.Namespace) -> str | None:
     return None
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: Optional[list[str]] = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     cfg = config_from_args(args)
     try:

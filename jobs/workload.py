@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 
 @dataclass
@@ -22,6 +22,6 @@ class Workload:
     networks: list[Any]
     optimizers: dict[str, Any]
     train_step: Callable[[Any], dict[str, Any]]
-    samples: Callable[[], dict[str, Any]] | None = None
-    pretrain: Callable[[Iterator[Any]], None] | None = None
-    save: Callable[[Path], None] | None = None
+    samples: Optional[Callable[[], dict[str, Any]]] = None
+    pretrain: Optional[Callable[[Iterator[Any]], None]] = None
+    save: Optional[Callable[[Path], None]] = None

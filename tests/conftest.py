@@ -40,5 +40,6 @@ def hpcscale(
     return proc
 
 
+from tests.packaging_fixture import installed_hpcscale  # noqa: E402, F401  (the wheel, installed)
 from tests.quickstart_fixture import finished_quickstart, quickstart_copy  # noqa: E402, F401
 from tests.slurm_fixture import slurm_cluster  # noqa: E402, F401  (session fixture: real SLURM)

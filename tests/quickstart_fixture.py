@@ -1,6 +1,11 @@
 """A real finished quickstart (campaigns/quickstart.yaml: DCGAN, 1 and 2 ranks, Horovod timeline),
 run once per test session through the real CLI and mpirun, and fresh copies of it for tests that
-damage their copy (a corrupt metrics.json, a truncated timeline, ...)."""
+damage their copy (a corrupt metrics.json, a truncated timeline, ...).
+
+It is run as a user runs it: by hpcscale installed from its wheel (tests/packaging_fixture.py),
+from a directory outside the checkout, on the campaign `hpcscale init --example quickstart`
+copies there; so the same run is the end-to-end test of the installed package
+(tests/test_packaging.py) and no second TensorFlow run is needed for it."""
 
 from __future__ import annotations
 
@@ -10,19 +15,22 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import CAMPAIGNS, hpcscale
+from tests.packaging_fixture import Installed
 
 
 @pytest.fixture(scope="session")
-def finished_quickstart(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def finished_quickstart(
+    tmp_path_factory: pytest.TempPathFactory, installed_hpcscale: Installed
+) -> Path:
     """The workdir of a finished, collected quickstart (its campaign directory is
     `<workdir>/quickstart`). Read-only: copy it (`quickstart_copy`) before changing anything."""
-    wd = tmp_path_factory.mktemp("quickstart") / "runs"
-    hpcscale(
-        "submit", str(CAMPAIGNS / "quickstart.yaml"), "--backend", "local", "-w", str(wd),
-        check=True, timeout=1800,
-    )  # fmt: skip
-    hpcscale("collect", "quickstart", "--timeline", "-w", str(wd), check=True, timeout=600)
+    home = tmp_path_factory.mktemp("quickstart")  # the user's directory, outside the checkout
+    wd = home / "runs"
+    run = installed_hpcscale.run
+    run("init", "--example", "quickstart", cwd=home, check=True)
+    run("submit", "quickstart.yaml", "--backend", "local", "-w", str(wd), cwd=home, check=True,
+        timeout=1800)  # fmt: skip
+    run("collect", "quickstart", "--timeline", "-w", str(wd), cwd=home, check=True, timeout=600)
     return wd
 
 

@@ -102,9 +102,9 @@ def test_seed000_overhead_and_efficiency_tables() -> None:
         tables.OVERHEAD_LABEL,  # seed 000's "Comm. overhead", named as the arithmetic it is
         tables.COMM_SHARE_LABEL,
         "Efficiency",
-        "Efficiency 95% CI",
+        tables.EFFICIENCY_CI,  # "Efficiency 95 % CI (Welch t)": method and level
         "Speedup",
-        "Speedup 95% CI",
+        tables.SPEEDUP_CI,
     ]
     got = {
         (r["Strategy"], r["# GPUs"]): (
@@ -461,18 +461,23 @@ def test_seed001_gpu_fusion_table_all_rows() -> None:
     """Compute, Only communication and Only communication % match on every row. Only the first
     row's Only computation % and Overlap % do: in the other fourteen the seed's spreadsheet
     pasted the weak/strong table's Only computation % column (79.446186, 84.050494, ...) and its
-    Overlap % became 100 - that - Only communication %, which this test verifies."""
+    Overlap % became 100 - that - Only communication %, which this test verifies. There ours are
+    checked against the seed's own printed inputs by hand: Computation / T and the two waits / T
+    (the seed's tables carry no union of the waits, so their sum is the overlap, flagged)."""
     cells, seed = _fusion_cells(SEED001_GPU_FUSION, "gpu", gpu=True)
+    assert cells["waits_summed"].all()
     got = tables.fusion_table(cells).set_index(["Cycle time (ms)", "Fusion buffer (MB)"])
     assert len(got) == 15
+    printed = [list(map(float, line.split())) for line in SEED001_GPU_FUSION.strip().splitlines()]
+    epoch = {(n[0], n[1]): n[2] for n in printed}  # (cycle, buffer) -> T as printed
     for i, (key, values) in enumerate(seed.items()):
-        comp, _wfd, _wfo, _c, only_c, pct_comp, pct_ovl, pct_c = values
+        comp, wfd, wfo, _c, only_c, pct_comp, pct_ovl, pct_c = values
         row = got.loc[key]
         assert row["Compute"] == pytest.approx(comp, rel=1e-9)
         assert row["Only communication"] == pytest.approx(only_c, rel=1e-9)
         assert row["Only communication %"] == pytest.approx(pct_c, rel=2e-7)
-        ours_total = row["Only compute %"] + row["Overlap %"] + row["Only communication %"]
-        assert ours_total == pytest.approx(100.0, rel=1e-12)
+        assert row["Only compute %"] == pytest.approx(100 * comp / epoch[key], rel=1e-9)
+        assert row["Overlap %"] == pytest.approx(100 * (wfd + wfo) / epoch[key], rel=1e-9)
         if i == 0:
             assert row["Only compute %"] == pytest.approx(pct_comp, rel=2e-7)
             assert row["Overlap %"] == pytest.approx(pct_ovl, rel=2e-7)
@@ -480,6 +485,16 @@ def test_seed001_gpu_fusion_table_all_rows() -> None:
             assert pct_ovl == pytest.approx(100.0 - pct_comp - pct_c, abs=1e-6)
             pasted = {float(line.split()[10]) for line in SEED001_GPU_OVERLAP.strip().splitlines()}
             assert pct_comp in pasted
+    # Two rows worked out by hand (T, Computation, WFD + WFO, Only communication as printed):
+    # 10 ms, 64 MB: 88.8 / 97.33 = 91.2360 %, 0.817 / 97.33 = 0.83941 %, 7.713 / 97.33 = 7.92459 %
+    # 100 ms, 256 MB: 93.54 / 105.25 = 88.8741 %, 0.806 / 105.25 = 0.76580 %, 10.904 / 105.25
+    # = 10.3601 %
+    for key, hand in {
+        (10.0, 64.0): (91.23600, 0.839412, 7.924586),
+        (100.0, 256.0): (88.87411, 0.765796, 10.360095),
+    }.items():
+        ours = got.loc[key, ["Only compute %", "Overlap %", "Only communication %"]]
+        np.testing.assert_allclose(ours.to_numpy(float), hand, rtol=2e-6)
 
 
 def test_seed001_fp16_and_mixed_precision_table() -> None:

@@ -5,6 +5,7 @@ CLI and mpirun), copies of them degraded as a regression would, and the API."""
 from __future__ import annotations
 
 import json
+import math
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -59,13 +60,30 @@ def two_campaigns(finished_quickstart: Path, tmp_path_factory: pytest.TempPathFa
     return wd
 
 
-def _own_cells(wd: Path, campaign: str, out: Path) -> pd.DataFrame:
-    """The campaign's own report cells, by ranks."""
-    rep = api.report(campaign, wd, out=out, formats=["md"]).reports[0]
-    return rep.cells.set_index("ranks")
+def by_hand(wd: Path, campaign: str) -> dict[str, list[float]]:
+    """Each metric at 1 and 2 ranks, computed here from the runs' own metrics.json (one run per
+    cell): epoch time = mean epoch time; images/s = the images of the timed epochs (global
+    batch x steps per epoch, each epoch) / their total time; weak-scaling speedup = X_2 / X_1,
+    efficiency = speedup / 2 (the scale: 2 ranks over the baseline's 1)."""
+    runs = {}
+    for rd in sorted((wd / campaign / "runs").iterdir()):
+        m = json.loads((rd / "metrics.json").read_text())
+        times = m["epoch_time_s"]
+        images = m["global_batch"] * m["steps_per_epoch"] * len(times)
+        runs[json.loads((rd / "run.json").read_text())["ranks"]] = (
+            sum(times) / len(times),
+            images / sum(times),
+        )
+    (t1, x1), (t2, x2) = runs[1], runs[2]
+    return {
+        "epoch_time_s": [t1, t2],
+        "images_per_s": [x1, x2],
+        "speedup": [1.0, x2 / x1],
+        "efficiency": [1.0, x2 / x1 / 2],
+    }
 
 
-def test_two_real_campaigns_side_by_side(two_campaigns: Path, tmp_path: Path) -> None:
+def test_two_real_campaigns_side_by_side(two_campaigns: Path) -> None:
     wd = two_campaigns
     proc = run_cli("compare", "quickstart", "quickstart_fusion", "-w", str(wd))
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -76,18 +94,24 @@ def test_two_real_campaigns_side_by_side(two_campaigns: Path, tmp_path: Path) ->
     aligned = pd.read_csv(out / "data" / f"{NAME}-aligned.csv")
     assert list(aligned["Ranks"]) == [1, 2]  # the shared axis detected: ranks
     for campaign in ("quickstart", "quickstart_fusion"):
-        own = _own_cells(wd, campaign, tmp_path / campaign)
+        expected = by_hand(wd, campaign)
         for heading, metric in METRICS.items():
             column = f"{campaign}: {heading}"
             assert column in aligned.columns
-            expected = [float(own.loc[r, metric]) for r in (1, 2)]
-            assert list(aligned[column]) == pytest.approx(expected, rel=1e-9), column
+            assert list(aligned[column]) == pytest.approx(expected[metric], rel=1e-9), column
+    # the differences table: the change in each metric, by hand
+    base, later = by_hand(wd, "quickstart"), by_hand(wd, "quickstart_fusion")
 
     campaigns = pd.read_csv(out / "data" / f"{NAME}-campaigns.csv").set_index("Campaign")
     assert campaigns.loc["quickstart", "Role"] == "baseline"
     assert list(campaigns["Fusion threshold"].astype(str)) == ["default", "32.0"]
     diffs = pd.read_csv(out / "data" / f"{NAME}-differences.csv")
     assert len(diffs) == 2 * 4 and set(diffs["Campaign"]) == {"quickstart_fusion"}
+    at2 = diffs[diffs["Cell"] == "ranks=2"].set_index("Metric")
+    for heading, metric in METRICS.items():
+        change = 100 * (later[metric][1] - base[metric][1]) / base[metric][1]
+        assert at2.loc[heading, "Baseline"] == pytest.approx(base[metric][1], rel=1e-9)
+        assert at2.loc[heading, "Change (%)"] == pytest.approx(change, rel=1e-9, abs=1e-9)
     # one run per cell: no interval; the quickstart's 512 images against 256: epoch times of
     # different work are not compared, and the campaigns table says the data sets differ
     assert set(diffs["Verdict"]) == {"no interval", "not comparable (dataset_size differs)"}
@@ -227,6 +251,18 @@ def test_no_shared_axis_names_what_each_varies() -> None:
         cmp.shared_axis({"A": by_nodes, "B": by_nodes}, on="cores")
 
 
+def _welch(cell: list[float], base: list[float]) -> tuple[float, float]:
+    """95 % Welch t interval of the ratio cell / base, written out on the logs."""
+    from scipy import stats
+
+    la, lb = np.log(cell), np.log(base)
+    va, vb = la.var(ddof=1) / la.size, lb.var(ddof=1) / lb.size
+    df = (va + vb) ** 2 / (va**2 / (la.size - 1) + vb**2 / (lb.size - 1))
+    half = float(stats.t.ppf(0.975, df)) * math.sqrt(va + vb)
+    d = float(la.mean() - lb.mean())
+    return math.exp(d - half), math.exp(d + half)
+
+
 def test_within_noise_is_not_a_regression() -> None:
     """Repeats give intervals: a 10 % drop whose intervals overlap is within noise (no
     regression); the same drop with tight repeats is beyond noise and regresses."""
@@ -246,6 +282,15 @@ def test_within_noise_is_not_a_regression() -> None:
         cells = {n: cmp.campaign_cells(r, "nodes") for n, r in runs.items()}
         aligned, keys = cmp.align(cells, "nodes")
         assert keys == [] and list(aligned["cell"].unique()) == ["nodes=1", "nodes=2"]
+        # by hand: 3 repeats give [min, max], a 75 % order-statistic interval of the median
+        mine = aligned[(aligned["campaign"] == "other") & (aligned["cell"] == "nodes=2")].iloc[0]
+        at2 = list(other["images_per_s"][3:])
+        assert (mine["images_per_s_lo"], mine["images_per_s_hi"]) == (min(at2), max(at2))
+        assert mine["images_per_s_level"] == 0.75
+        # speedup X_2 / X_1 by hand: Welch t on the logs of both cells' repeats
+        lo, hi = _welch(at2, [100.0, 101.0, 99.0])
+        assert mine["speedup_level"] == 0.95 and mine["base_repeats"] == 3
+        assert (mine["speedup_lo"], mine["speedup_hi"]) == (pytest.approx(lo), pytest.approx(hi))
         diffs = cmp.differences(aligned, "base", tolerance=0.05)
         row = diffs[(diffs["cell"] == "nodes=2") & (diffs["metric"] == "images_per_s")].iloc[0]
         assert row["change"] == pytest.approx(-0.1)

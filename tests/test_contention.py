@@ -223,7 +223,10 @@ def test_overlapping_copy_is_flagged_and_its_superlinear_efficiency_names_the_ba
 
 
 def test_a_run_on_a_busy_machine_is_flagged_busy(tmp_path: Path) -> None:
-    """Two CPU burners (this test's own children, stopped by pid) for the run's duration."""
+    """One CPU burner per CPU (this test's own children, stopped by pid) for the run's
+    duration: while the run's rank sleeps for the load probe they take every CPU, more than the
+    cpus - 1 + 0.5 the busy rule allows a 1-rank run on any machine (two burners made a run
+    busy only on a 2-core host)."""
     spec = {
         "name": "busyrun",
         "workload": {
@@ -239,7 +242,7 @@ def test_a_run_on_a_busy_machine_is_flagged_busy(tmp_path: Path) -> None:
     camp.write_text(yaml.safe_dump(spec))
     wd = tmp_path / "runs"
     burn = [sys.executable, "-c", "while True: pass"]
-    burners = [subprocess.Popen(burn) for _ in range(2)]
+    burners = [subprocess.Popen(burn) for _ in range(os.cpu_count() or 1)]
     try:
         time.sleep(1)
         hpcscale("submit", str(camp), "--backend", "local", "-w", str(wd), check=True, timeout=600)
@@ -320,10 +323,13 @@ def test_bad_max_parallel_is_a_located_error(
 # ---------------------------------------------------------------- the real local SLURM cluster
 
 
-def tiny_slurm_campaign(tmp_path: Path, name: str, matrix: dict) -> Path:
+def tiny_slurm_campaign(
+    tmp_path: Path, name: str, matrix: dict, system: str = "slurm-local"
+) -> Path:
     """A quickstart_slurm-like campaign (real jobs/train.py on slurm-local), tiny."""
     spec = yaml.safe_load((CAMPAIGNS / "quickstart_slurm.yaml").read_text())
     spec["name"] = name
+    spec["system"] = system
     spec["workload"].update(
         epochs=1, args={"image_size": 16, "dataset_size": 32, "burn_in_steps": 1}
     )
@@ -354,13 +360,83 @@ def intervals_overlap(runs: pd.DataFrame) -> bool:
     return any(b[0] < a[1] for a, b in pairwise(spans))
 
 
+# A start barrier for the jobs of one campaign: Python imports this `sitecustomize` from the
+# PYTHONPATH the test's profile sets, before jobs/train.py runs. Once a job has recorded its
+# start time (jobs.harness.run takes it, then calls `_run`), it waits until every job of the
+# campaign has, so the measured [started, finished] intervals all contain the instant the last
+# one arrived: they overlap by construction, not by the scheduler's timing. A job left alone
+# (the throttle not lifted) gives up after BARRIER_WAIT_S and runs apart.
+BARRIER_WAIT_S = 240
+BARRIER = """\
+import importlib.machinery
+import os
+import sys
+import time
+
+
+def _wait():
+    where, n = os.environ["HPCSCALE_TEST_BARRIER"], int(os.environ["HPCSCALE_TEST_BARRIER_N"])
+    open(os.path.join(where, os.environ["HPCSCALE_RUN_ID"]), "w").close()
+    deadline = time.monotonic() + float(os.environ["HPCSCALE_TEST_BARRIER_WAIT_S"])
+    while len(os.listdir(where)) < n and time.monotonic() < deadline:
+        time.sleep(0.2)
+
+
+class _AfterHarness:
+    def find_spec(self, name, path=None, target=None):
+        if name != "jobs.harness":
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        run_module = spec.loader.exec_module
+
+        def exec_module(module):
+            run_module(module)
+            inner = module._run
+
+            def _run(*args, **kwargs):
+                _wait()
+                return inner(*args, **kwargs)
+
+            module._run = _run
+
+        spec.loader.exec_module = exec_module
+        return spec
+
+
+sys.meta_path.insert(0, _AfterHarness())
+"""
+
+
+def barrier_profile(tmp_path: Path, jobs: int) -> tuple[Path, Path]:
+    """slurm-local with the start barrier for `jobs` jobs: (profile, the barrier's directory)."""
+    code, arrived = tmp_path / "barrier", tmp_path / "arrived"
+    code.mkdir()
+    arrived.mkdir()
+    (code / "sitecustomize.py").write_text(BARRIER)
+    profile = yaml.safe_load(
+        (Path(api.__file__).parent / "systems" / "slurm-local.yaml").read_text()
+    )
+    profile["name"] = "slurm-local-barrier"
+    profile["env"] = {
+        **profile.get("env", {}),
+        "PYTHONPATH": str(code),
+        "HPCSCALE_TEST_BARRIER": str(arrived),
+        "HPCSCALE_TEST_BARRIER_N": str(jobs),
+        "HPCSCALE_TEST_BARRIER_WAIT_S": str(BARRIER_WAIT_S),
+    }
+    path = tmp_path / "slurm-local-barrier.yaml"
+    path.write_text(yaml.safe_dump(profile))
+    return path, arrived
+
+
 @pytest.mark.slurm
 def test_slurm_local_runs_one_task_at_a_time_by_default_and_overlaps_are_flagged(
     slurm_cluster: ClusterInfo, tmp_path: Path
 ) -> None:
     """Default (profile max_parallel: 1): the 1-node and 2-node arrays one after the other, no
-    overlap flag. `--max-parallel 2` on one array of two tasks: when they did overlap (the
-    cluster may still start them apart), both are flagged."""
+    overlap flag. `--max-parallel 2` on one array of two tasks, held together by a start
+    barrier (BARRIER): both ran at once, so both must be flagged, each naming the other."""
     wd = tmp_path / "runs"
     serial = tiny_slurm_campaign(tmp_path, "cont_serial", {"nodes": [1, 2]})
     hpcscale("submit", str(serial), "-w", str(wd), check=True, timeout=300)
@@ -372,9 +448,15 @@ def test_slurm_local_runs_one_task_at_a_time_by_default_and_overlaps_are_flagged
         m = load_metrics(Path(rd) / "metrics.json")
         assert m.load is not None and isinstance(m.load.start.other_jobs, int)
 
-    free = tiny_slurm_campaign(tmp_path, "cont_free", {"nodes": [1], "batch": [4, 8]})
+    profile, arrived = barrier_profile(tmp_path, jobs=2)
+    free = tiny_slurm_campaign(
+        tmp_path, "cont_free", {"nodes": [1], "batch": [4, 8]}, system=str(profile)
+    )
     hpcscale("submit", str(free), "--max-parallel", "2", "-w", str(wd), check=True, timeout=300)
     runs = finished_slurm("cont_free", wd)
-    flagged = set(flags_of(runs, "overlap"))
-    assert flagged == (set(runs["run_id"]) if intervals_overlap(runs) else set())
+    a, b = runs["run_id"]
+    assert sorted(p.name for p in arrived.iterdir()) == sorted([a, b])  # both met the barrier
+    overlap = flags_of(runs, "overlap")
+    assert set(overlap) == {a, b}, runs[["run_id", "started_unix_s", "finished_unix_s"]]
+    assert b in overlap[a] and a in overlap[b]
     wait_idle(slurm_cluster)

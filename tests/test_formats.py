@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 import typing
@@ -19,7 +20,7 @@ from hpcscale.core.run import Run
 from hpcscale.core.vocab import TABLE_RUN_FIELDS
 from hpcscale.errors import InputError
 from hpcscale.formats.atomic import atomic_copy, atomic_write
-from hpcscale.formats.job_cli import JOB_FLAGS, job_argv
+from hpcscale.formats.job_cli import JOB_FLAGS
 from hpcscale.formats.run_record import (
     SCHEMA_VERSION,
     RunRecord,
@@ -155,6 +156,7 @@ def test_run_record_round_trips_a_run(tmp_path: Path) -> None:
     assert rec.fusion_threshold_mb == 64.0
     fields = msgspec.structs.asdict(rec)
     del fields["schema_version"], fields["workload"], fields["campaign_version"]
+    del fields["hpcscale_version"]
     assert fields == json.loads(json.dumps(run.as_record()))
     names = rec.names()
     assert names["image_size"] == 16 and names["nodes"] == 2 and "args" not in names
@@ -164,6 +166,7 @@ def test_run_record_fields_follow_the_run_model() -> None:
     """RunRecord cannot import the pydantic model (jobs import formats): this holds them
     together: same fields, same defaults, and every run column the table takes from it."""
     derived = {"schema_version", "run_id", "ranks", "replicas", "workload", "campaign_version"}
+    derived.add("hpcscale_version")
     assert set(RunRecord.__struct_fields__) - derived == set(Run.model_fields)
     fields = {f.name: f for f in msgspec.structs.fields(RunRecord)}
     hints = typing.get_type_hints(RunRecord)
@@ -230,53 +233,73 @@ def test_a_newer_run_record_is_refused_even_when_its_fields_fit() -> None:
 # ---------------------------------------------------------------- the job's command line
 
 
-def _job_argv_of(run: Run, run_dir: str) -> list[object]:
-    """What the renderer passes (see core/job_command.program_argv)."""
-    return job_argv(
-        model=run.model, run_dir=run_dir, batch_per_rank=run.batch_per_rank, epochs=run.epochs,
-        device=run.device, threads=run.threads_per_task, strategy=run.strategy,
-        seed=run.repeat, cross_device_ops=run.cross_device_ops, devices=run.replicas_per_task,
-        fp16_allreduce=run.fp16_allreduce, mixed_precision=run.mixed_precision,
-        timeline=run.timeline, mark_cycles=run.mark_cycles, args=run.args,
-    )  # fmt: skip
-
-
-RUNS = [
-    _run(),
-    _run(
-        timeline=True,
-        mark_cycles=True,
-        fp16_allreduce=True,
-        mixed_precision=True,
-        args={"image_size": 32, "check_sync": True, "debug_desync": False},
+# Each run and the words its job gets after `python jobs/train.py`, written out by hand from the
+# job's flags (job_cli.job_argv's order: model, run dir, batch, epochs, device, threads,
+# strategy, --seed = the repeat unless `args` has its own, the mirrored pair, the switches, then
+# the workload arguments sorted by name: True a bare switch, False left out). Data, not a copy
+# of the code: a flag renamed, reordered, dropped or added fails here.
+ARGV_CASES: list[tuple[Run, str]] = [
+    (
+        _run(),
+        "--model dcgan --run-dir /r/abc --batch-per-rank 4 --epochs 1 --device cpu --threads 3 "
+        "--strategy horovod --seed 1",
     ),
-    _run(
-        strategy="mirrored",
-        nodes=1,
-        tasks_per_node=1,
-        replicas_per_task=2,
-        args={"seed": 7, "steps_per_epoch": 3, "lr": 0.001},
+    (
+        _run(
+            timeline=True,
+            mark_cycles=True,
+            fp16_allreduce=True,
+            mixed_precision=True,
+            args={"image_size": 32, "check_sync": True, "debug_desync": False},
+        ),
+        "--model dcgan --run-dir /r/abc --batch-per-rank 4 --epochs 1 --device cpu --threads 3 "
+        "--strategy horovod --seed 1 --fp16-allreduce --mixed-precision --timeline "
+        "--mark-cycles --check-sync --image-size 32",
     ),
-    _run(strategy="mirrored", nodes=1, tasks_per_node=1, cross_device_ops="nccl", device="gpu"),
+    (
+        _run(
+            strategy="mirrored",
+            nodes=1,
+            tasks_per_node=1,
+            replicas_per_task=2,
+            args={"seed": 7, "steps_per_epoch": 3, "lr": 0.001},
+        ),
+        "--model dcgan --run-dir /r/abc --batch-per-rank 4 --epochs 1 --device cpu --threads 3 "
+        "--strategy mirrored --cross-device-ops reduce_to_one --devices 2 --lr 0.001 --seed 7 "
+        "--steps-per-epoch 3",
+    ),
+    (
+        _run(strategy="mirrored", nodes=1, tasks_per_node=1, cross_device_ops="nccl", device="gpu"),
+        "--model dcgan --run-dir /r/abc --batch-per-rank 4 --epochs 1 --device gpu --threads 3 "
+        "--strategy mirrored --seed 1 --cross-device-ops nccl --devices 1",
+    ),
 ]
+# What the parser must read back from each case's words (seed, cross-device ops, devices), by
+# hand: the mirrored runs' defaults are the job's (reduce_to_one, one device).
+PARSED = [
+    {"seed": 1, "cross_device_ops": None, "devices": None},
+    {"seed": 1, "cross_device_ops": None, "devices": None},
+    {"seed": 7, "cross_device_ops": "reduce_to_one", "devices": 2},
+    {"seed": 1, "cross_device_ops": "nccl", "devices": 1},
+]
+CASE_IDS = [str(i) for i in range(len(ARGV_CASES))]
 
 
-@pytest.mark.parametrize("run", RUNS, ids=range(len(RUNS)))
-def test_the_jobs_parser_reads_job_argv_back(run: Run) -> None:
-    argv = _job_argv_of(run, "/scratch/runs/abc")
-    ns = build_parser().parse_args([str(a) for a in argv])
-    assert ns.model == run.model and ns.run_dir == Path("/scratch/runs/abc")
+@pytest.mark.parametrize(
+    ("case", "parsed"), list(zip(ARGV_CASES, PARSED, strict=True)), ids=CASE_IDS
+)
+def test_the_jobs_parser_reads_the_pinned_words_back(
+    case: tuple[Run, str], parsed: dict[str, Any]
+) -> None:
+    run, words = case
+    ns = build_parser().parse_args(words.split())
+    assert ns.model == run.model and ns.run_dir == Path("/r/abc")
     assert (ns.batch_per_rank, ns.epochs, ns.device, ns.threads, ns.strategy) == (
         run.batch_per_rank, run.epochs, run.device, run.threads_per_task, run.strategy
     )  # fmt: skip
-    assert ns.seed == run.args.get("seed", run.repeat)
+    assert {k: getattr(ns, k) for k in parsed} == parsed
     for name in ("fp16_allreduce", "mixed_precision", "timeline", "mark_cycles"):
         assert getattr(ns, name) is getattr(run, name), name
-    if run.strategy == "mirrored":
-        assert ns.cross_device_ops == (run.cross_device_ops or "reduce_to_one")
-        assert ns.devices == run.replicas_per_task
-    else:
-        assert ns.cross_device_ops is None and ns.devices is None
     for key, value in run.args.items():
         assert getattr(ns, key) == value, key
     # every flag the job_cli defines is one the job's parser knows, under the same dest
@@ -284,13 +307,35 @@ def test_the_jobs_parser_reads_job_argv_back(run: Run) -> None:
     assert all(known[f.dest] == [f.flag] for f in JOB_FLAGS.values())
 
 
-@pytest.mark.parametrize("run", RUNS, ids=range(len(RUNS)))
-def test_job_argv_is_what_the_renderer_writes_today(run: Run) -> None:
-    """Rendered scripts must not change: job_argv gives program_argv's words after the program."""
+@pytest.mark.parametrize("case", ARGV_CASES, ids=CASE_IDS)
+def test_job_argv_and_the_renderer_give_the_pinned_words(case: tuple[Run, str]) -> None:
+    """Rendered scripts must not change: program_argv is the interpreter, the program, then
+    exactly the pinned words."""
     from hpcscale.core.job_command import program_argv
 
+    run, words = case
     system = SimpleNamespace(python="auto", jobs_dir=None)
-    assert program_argv(run, system, "/r/abc")[2:] == _job_argv_of(run, "/r/abc")  # type: ignore[arg-type]
+    argv = [str(a) for a in program_argv(run, system, "/r/abc")]  # type: ignore[arg-type]
+    assert argv[0] == sys.executable and argv[1] == str(REPO / "jobs" / "train.py")
+    assert argv[2:] == words.split()
+
+
+def test_a_rendered_script_runs_the_pinned_command(tmp_path: Path) -> None:
+    """campaigns/quickstart.yaml rendered for real: its 2-rank job's launch line, after
+    jobs/train.py, is these words (batch 16, epochs 2, layout 2x1 -> 1 thread, repeat 0 -> seed
+    0, timeline on, its two workload arguments sorted), read from the campaign by hand."""
+    from hpcscale.api import render_campaign
+
+    _, _, rendered = render_campaign(REPO / "campaigns" / "quickstart.yaml", tmp_path)
+    [two] = [r for r in rendered if r.run.ranks == 2]
+    launch = (two.run_dir / "job.sbatch").read_text().splitlines()[-1]
+    words = shlex.split(launch)
+    tail = words[words.index(str(REPO / "jobs" / "train.py")) + 1 :]
+    pinned = (
+        f"--model dcgan --run-dir {two.run_dir} --batch-per-rank 16 --epochs 2 --device cpu "
+        "--threads 1 --strategy horovod --seed 0 --timeline --dataset-size 512 --image-size 32"
+    )
+    assert tail == pinned.split()
 
 
 def test_formats_and_the_jobs_cli_import_without_heavy_packages() -> None:

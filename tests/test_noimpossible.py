@@ -8,9 +8,8 @@ edited where said), then a tiny real campaign with `repeats: 3`."""
 from __future__ import annotations
 
 import json
-import os
+import math
 import re
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -18,17 +17,16 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from hpcscale.analysis import tables
 from hpcscale.analysis.extrapolate import comm_cost, extrapolate, refusals
 from hpcscale.analysis.intervals import (
-    bootstrap_median,
-    bootstrap_ratio,
+    median_interval,
     overlaps,
+    ratio_interval,
     verdict,
-    with_intervals,
 )
 from hpcscale.analysis.models import fit_amdahl, fit_gustafson, fit_problem
 from hpcscale.analysis.targets import campaign_targets, parse_target
@@ -87,45 +85,108 @@ def test_predictions_beyond_max_nodes_are_marked_in_the_axis_unit() -> None:
     assert table["Beyond system"].tolist() == ["", "beyond max_nodes"]
 
 
-@settings(max_examples=60, deadline=None)
+def independent_law(scaling: str, ns: np.ndarray, ys: np.ndarray) -> tuple[float, float]:
+    """(a, b) of T = a + b/N (strong) or X = a + b·N (weak) by NumPy's own weighted polyfit,
+    weights 1/y on the residuals (relative errors), independent of analysis.models."""
+    x = 1.0 / ns if scaling == "strong" else ns
+    b, a = np.polyfit(x, ys, 1, w=1.0 / ys)
+    return float(a), float(b)
+
+
+@settings(max_examples=80, deadline=None)
 @given(
     st.lists(st.floats(0.05, 1e4), min_size=3, max_size=8),
     st.sampled_from(["weak", "strong"]),
     st.lists(st.sampled_from([1, 2, 4, 8]), min_size=3, max_size=8),
 )
-def test_no_prediction_is_ever_negative(values: list[float], scaling: str, ns: list[int]) -> None:
+@example([10.0, 5.6, 3.4], "strong", [1, 2, 4])  # physical: always one prediction checked
+@example([100.0, 190.0, 350.0, 101.0], "weak", [1, 2, 4, 1])
+@example([10.0, 4.0, 1.5], "strong", [1, 2, 4])  # super-linear: refused
+def test_a_prediction_exactly_when_the_law_is_physical(
+    values: list[float], scaling: str, ns: list[int]
+) -> None:
+    """Every generated group is either predicted or refused (never neither), decided by an
+    independent fit: predicted when over-determined with a + b > 0 and a serial fraction
+    a / (a + b) in 0..1, and then at the independent fit's values, all positive, inside
+    their band; a lower end below zero is shown as 0 and marked `lower_clipped`."""
     n = min(len(values), len(ns))
+    sizes = np.asarray(ns[:n], dtype=float)
+    ys = np.asarray(values[:n], dtype=float)
+    if np.unique(sizes).size < 2:
+        return  # one size: no group to fit (the law needs two sizes)
     rows = [
         {"nodes": ns[i], "epoch_time_s": values[i], "images_per_s": values[i], "run_id": f"r{i}"}
         for i in range(n)
     ]
     runs = frame(rows, model="m", scaling=scaling, device="cpu", batch_per_rank=8, global_batch=64)
     runs["repeat"] = runs.groupby("nodes").cumcount()
-    pred = extrapolate(runs, axis="nodes", at=(16, 32, 64))
-    if len(pred):
-        assert (pred["predicted"] > 0).all()
-        assert (pred["lower"].dropna() >= 0).all()
-        assert ((pred["serial_fraction"] >= 0) & (pred["serial_fraction"] <= 1)).all()
+    at = np.array([16.0, 32.0, 64.0])
+    pred = extrapolate(runs, axis="nodes", at=at)
+    refused = refusals(runs, axis="nodes")
+    a, b = independent_law(scaling, sizes, ys)
+    s = a / (a + b) if a + b else math.nan
+    physical = a + b > 0 and -1e-9 <= s <= 1 + 1e-9
+    if abs(s) < 1e-6 or abs(s - 1) < 1e-6:
+        return  # on the 0..1 edge the two fits may round to opposite sides
+    if not physical:
+        assert pred.empty and len(refused) == 1, (a, b, s)
+        return
+    assert len(pred) == 3 and refused.empty, (a, b, s, refused)
+    expected = a + b / at if scaling == "strong" else a + b * at
+    assert pred["predicted"].to_numpy() == pytest.approx(expected, rel=1e-6)
+    assert (pred["predicted"] > 0).all()
+    assert pred["serial_fraction"].iloc[0] == pytest.approx(s, rel=1e-6, abs=1e-9)
+    band = pred.dropna(subset=["lower", "upper"])
+    assert (band["lower"] <= band["predicted"]).all() and (band["predicted"] <= band["upper"]).all()
+    clipped = band[band["lower_clipped"]]
+    assert (clipped["lower"] == 0.0).all() and (band[~band["lower_clipped"]]["lower"] > 0).all()
 
 
 # -- confidence intervals and "within noise" ----------------------------------------------------
 
 
-def test_bootstrap_intervals() -> None:
-    assert np.isnan(bootstrap_median([3.0])).all()
-    lo, hi = bootstrap_median([1.0, 2.0, 3.0, 4.0, 100.0])
-    assert 1.0 <= lo <= 3.0 <= hi <= 100.0
-    assert bootstrap_median([1.0, 2.0, 3.0]) == bootstrap_median([1.0, 2.0, 3.0])  # seeded
-    lo, hi = bootstrap_ratio([10.0, 10.2, 9.9], [5.0, 5.1, 4.9])
-    assert lo < 2.0 < hi and hi - lo < 0.2
-    assert np.isnan(bootstrap_ratio([10.0], [5.0, 5.1])).all()
+T_4 = 2.7764451051977987  # Student t, 4 degrees of freedom, 97.5th percentile (tables)
+
+
+def test_intervals_against_hand_computed_values() -> None:
+    """Order statistics: 5 repeats give [min, max] at 1 - 2/2^5 = 93.75 %, short of 95 %;
+    10 give [x(2), x(9)] at 1 - 2·11/1024. Welch on logs: a = 10·e^(-d, 0, d), b = 5·e^(-d,
+    0, d) have equal log variances d², so df = 4 and the interval is 2·exp(±t₄·d·√(2/3))."""
+    one = median_interval([3.0])
+    assert not one.present and "needs two or more repeats" in one.describe()
+    five = median_interval([5.0, 1.0, 4.0, 2.0, 3.0])
+    assert (five.lo, five.hi, five.level, five.short) == (1.0, 5.0, 0.9375, True)
+    assert five.describe() == (
+        "[1, 5], 93.8 % order-statistic interval of the median, 5 repeats "
+        "(5 repeats cannot support 95 %: 6 are needed)"
+    )
+    ten = median_interval([7.0, 3.0, 10.0, 1.0, 5.0, 9.0, 2.0, 8.0, 6.0, 4.0])
+    assert (ten.lo, ten.hi, ten.short) == (2.0, 9.0, False)
+    assert ten.level == pytest.approx(1 - 2 * 11 / 1024)
+    d = 0.01
+    spread = np.exp([-d, 0.0, d])
+    ratio = ratio_interval(10.0 * spread, 5.0 * spread)
+    half = T_4 * d * math.sqrt(2 / 3)
+    assert ratio.lo == pytest.approx(2 * math.exp(-half), rel=1e-9)
+    assert ratio.hi == pytest.approx(2 * math.exp(half), rel=1e-9)
+    assert ratio.level == 0.95 and ratio.repeats == (3, 3)
+    assert not ratio_interval([10.0], [5.0, 5.1]).present
 
 
 @settings(max_examples=80, deadline=None)
 @given(st.lists(st.floats(0.001, 1e6), min_size=2, max_size=12))
-def test_bootstrap_median_lies_within_the_samples(xs: list[float]) -> None:
-    lo, hi = bootstrap_median(xs, n=300)
-    assert min(xs) <= lo <= hi <= max(xs)
+def test_median_interval_is_two_of_the_samples_around_the_median(xs: list[float]) -> None:
+    """The rule by hand: the largest k whose binomial coverage reaches 95 %, else k = 1."""
+    n, ordered = len(xs), sorted(xs)
+
+    def cover(k: int) -> float:
+        return 1 - 2 * sum(math.comb(n, i) for i in range(k)) / 2**n
+
+    k = max((k for k in range(1, n // 2 + 1) if cover(k) >= 0.95), default=1)
+    iv = median_interval(xs)
+    assert (iv.lo, iv.hi) == (ordered[k - 1], ordered[n - k])
+    assert iv.level == pytest.approx(cover(k)) and iv.short == (cover(k) < 0.95)
+    assert iv.lo <= float(np.median(xs)) <= iv.hi
 
 
 def test_overlap_and_verdict() -> None:
@@ -166,16 +227,127 @@ def test_comparisons_call_a_cell_faster_only_outside_the_noise() -> None:
     assert once["Verdict"].tolist() == [NO_INTERVAL]
 
 
-def test_speedup_interval_resamples_the_baseline_too() -> None:
-    runs = quickstart_like([100, 104, 96, 150, 160, 140], [1, 1, 1, 2, 2, 2])
+def welch_by_hand(cell: list[float], base: list[float]) -> tuple[float, float]:
+    """95 % Welch t interval of exp(mean log cell - mean log base), written out: the variance
+    of each mean log, Welch–Satterthwaite df, SciPy's t quantile."""
+    from scipy import stats
+
+    la, lb = np.log(cell), np.log(base)
+    va, vb = la.var(ddof=1) / la.size, lb.var(ddof=1) / lb.size
+    df = (va + vb) ** 2 / (va**2 / (la.size - 1) + vb**2 / (lb.size - 1))
+    half = stats.t.ppf(0.975, df) * math.sqrt(va + vb)
+    d = la.mean() - lb.mean()
+    return math.exp(d - half), math.exp(d + half)
+
+
+@pytest.mark.parametrize(
+    "base",
+    [[100.0, 104.0, 96.0], [100.0, 100.5, 99.5], [80.0, 100.0, 125.0]],
+    ids=["baseline-noise", "quiet-baseline", "noisy-baseline"],
+)
+def test_speedup_interval_counts_the_baseline_noise(base: list[float]) -> None:
+    """The same 2-rank repeats against baselines of the same median and different noise: the
+    speedup interval is the hand-computed Welch interval of both cells' repeats, so it widens
+    with the baseline's noise (an interval that held the baseline fixed would not move)."""
+    cell = [150.0, 160.0, 140.0]
+    runs = quickstart_like([*base, *cell], [1, 1, 1, 2, 2, 2])
     runs["repeat"] = [0, 1, 2, 0, 1, 2]
-    cells = cells_of(runs)
-    top = cells.set_index("ranks").loc[2]
-    assert top["speedup_lo"] < top["speedup"] < top["speedup_hi"]
-    assert top["efficiency_hi"] == pytest.approx(top["speedup_hi"] / 2)
-    assert np.isnan(cells.set_index("ranks").loc[1, "speedup_lo"])  # 1 by definition
-    again = with_intervals(cells.drop(columns=["speedup_lo"]), runs)
-    assert again["speedup_lo"].iloc[1] == top["speedup_lo"]
+    cells = cells_of(runs).set_index("ranks")
+    top = cells.loc[2]
+    lo, hi = welch_by_hand(cell, base)
+    assert (top["speedup_lo"], top["speedup_hi"]) == (pytest.approx(lo), pytest.approx(hi))
+    assert top["speedup_level"] == 0.95 and top["base_repeats"] == 3
+    assert top["efficiency_lo"] == pytest.approx(lo / 2)
+    assert top["efficiency_hi"] == pytest.approx(hi / 2)
+    assert np.isnan(cells.loc[1, "speedup_lo"])  # 1 by definition
+
+
+def test_speedup_interval_width_follows_the_baseline() -> None:
+    """Hand-computed: with the cell's repeats fixed, a quiet baseline gives a narrower speedup
+    interval than a noisy one (log widths 2·t·se, se² = s²_cell/3 + s²_base/3)."""
+    widths = []
+    for base in ([100.0, 100.5, 99.5], [80.0, 100.0, 125.0]):
+        runs = quickstart_like([*base, 150.0, 160.0, 140.0], [1, 1, 1, 2, 2, 2])
+        runs["repeat"] = [0, 1, 2, 0, 1, 2]
+        top = cells_of(runs).set_index("ranks").loc[2]
+        widths.append(math.log(top["speedup_hi"] / top["speedup_lo"]))
+    quiet, noisy = widths
+    assert noisy > 2 * quiet
+
+
+def strong_campaign(repeats: dict[int, int]) -> pd.DataFrame:
+    """Two MPI flavours scaled strongly over nodes, `repeats[nodes]` runs per cell, times with
+    a little spread (the numbers do not matter here, only what the intervals are called)."""
+    rows = []
+    for mpi, slower in (("openmpi", 1.0), ("mvapich2", 1.05)):
+        for nodes, t in ((1, 40.0), (2, 22.0), (4, 12.0)):
+            for r in range(repeats[nodes]):
+                v = t * slower * (1 + 0.01 * (r - 1))
+                rows.append(
+                    {"run_id": f"{mpi}{nodes}-{r}", "repeat": r, "nodes": nodes, "mpi": mpi,
+                     "epoch_time_s": v, "images_per_s": 6400 / v}
+                )  # fmt: skip
+    return frame(
+        rows, model="dcgan", scaling="strong", device="cpu", batch_per_rank=8, global_batch=64,
+        dataset_size=6400, tasks_per_node=1,
+    )  # fmt: skip
+
+
+def test_every_interval_names_its_method_and_level() -> None:
+    """Tables, figures and captions of a report and of a comparison: each interval says how it
+    was made and its real level (3 repeats: 75 %; 5: 1 - 2/32 = 93.75 %; ratios: 95 % Welch)."""
+    from hpcscale.analysis import compare as cmp
+    from hpcscale.report import compare as cmp_report
+    from hpcscale.report.sections import campaign_report
+
+    runs = strong_campaign({1: 3, 2: 3, 4: 5})
+    rep = campaign_report(runs, "demo")
+    secs = {s.key: s for s in rep.sections}
+    said = " ".join(
+        [*(t for s in rep.sections for t in s.text)]
+        + [t.note for s in rep.sections for t in s.tables]
+        + [p.caption for s in rep.sections for p in s.plots]
+    )
+    assert "95% CI" not in said and "bootstrap" not in said
+    scaling = secs["scaling"].tables[0]
+    for column in (tables.SPEEDUP_CI, tables.EFFICIENCY_CI):
+        assert "95 %" in column and "Welch t" in column and column in scaling.frame.columns
+    levels = scaling.frame.set_index("Nodes")[tables.IMAGES_CI].groupby(level=0).agg(set)
+    assert {v[-7:] for v in levels.loc[1] | levels.loc[2]} == {" (75 %)"}
+    assert {v[-9:] for v in levels.loc[4]} == {" (93.8 %)"}
+    assert "75 % with 3 repeats (3 repeats cannot support 95 %: 6 are needed)" in scaling.note
+    assert "93.8 % with 5 repeats (5 repeats cannot support 95 %: 6 are needed)" in scaling.note
+    assert "95 % Welch t interval on the log ratio" in scaling.note
+    both = secs["scaling"].tables[1]  # which flavour is faster
+    assert all(v.endswith(("(75 %)", "(93.8 %)")) for v in both.frame["A interval"])
+    assert "order-statistic interval of the median" in both.note
+    overhead = secs["efficiency"].tables[0]
+    assert "Welch t" in overhead.note and "order-statistic" not in overhead.note
+    for key, bars in (
+        ("scaling", "order-statistic interval of the median (75 % with 3 repeats, 93.8 % with 5"),
+        ("efficiency", "95 % Welch t interval"),
+    ):
+        plot = secs[key].plots[0]
+        legend = " ".join(t.get_text() for t in plot.figure.axes[0].get_legend().get_texts())
+        assert "error bars: " + bars in legend, legend
+    assert "75 % with 3 repeats" in secs["scaling"].plots[0].caption
+    assert "95 % Welch t interval" in secs["efficiency"].plots[0].caption
+    text = " ".join(secs["scaling"].text)
+    assert "10 % of the time with 3 each" in text  # 2 of C(6, 3) = 20 orderings, by hand
+
+    # compare: the overlay's bars and the differences' note name both methods and their levels
+    campaigns = {"A": strong_campaign({1: 3, 2: 3, 4: 3}), "B": strong_campaign({1: 3, 2: 3, 4: 3})}
+    cells = {n: cmp.campaign_cells(r, "nodes") for n, r in campaigns.items()}
+    aligned, keys = cmp.align(cells, "nodes")
+    section = cmp_report.aligned_section(aligned, ["A", "B"], "nodes", keys)
+    caption = section.plots[0].caption
+    assert "75 % with 3 repeats" in caption and "95 % Welch t interval" in caption
+    fig_legend = " ".join(t.get_text() for t in section.plots[0].figure.legends[0].get_texts())
+    assert "error bars: 75 % order-statistic interval of the median (3 repeats)" in fig_legend
+    assert "error bars: 95 % Welch t interval" in fig_legend
+    diffs = cmp.differences(aligned, "A", 0.05)
+    note = cmp_report.differences_section(diffs, "A", 0.05, [], caption).tables[0].note
+    assert "order-statistic interval of the median" in note and "Welch t" in note
 
 
 # -- time to target ------------------------------------------------------------------------------
@@ -330,15 +502,9 @@ matrix:
 """
 
 
-def wait_for_quiet_ci() -> None:
-    while os.path.exists("/tmp/ci-busy"):
-        time.sleep(60)
-
-
 def test_repeats_give_intervals_in_tables_and_error_bars(tmp_path: Path) -> None:
     import hpcscale.api as hs
 
-    wait_for_quiet_ci()
     (tmp_path / "noise3.yaml").write_text(NOISE)
     wd = tmp_path / "runs"
     hpcscale(
@@ -349,16 +515,33 @@ def test_repeats_give_intervals_in_tables_and_error_bars(tmp_path: Path) -> None
     [rep] = built.reports
     secs = {s.key: s for s in rep.sections}
     table = secs["scaling"].tables[0]
-    assert "percentile bootstrap of the median" in table.note
-    ci = table.frame.set_index("Ranks")["Speedup 95% CI"]
+    assert "Images/s: order-statistic interval of the median" in table.note
+    assert "75 % with 3 repeats (3 repeats cannot support 95 %: 6 are needed)" in table.note
+    assert "Speedup and efficiency: 95 % Welch t interval" in table.note
+    ci = table.frame.set_index("Ranks")[tables.SPEEDUP_CI]
     assert re.fullmatch(r"\[[0-9.e-]+, [0-9.e-]+\]", ci.loc[2]) and pd.isna(ci.loc[1])
+    # the runs' own images/s, by hand: [min, max] of the 3 repeats at 75 %
+    per = rep.runs.set_index("ranks")["images_per_s"]
+    for ranks in (1, 2):
+        x = per.loc[ranks]
+        said = table.frame.set_index("Ranks").loc[ranks, tables.IMAGES_CI]
+        assert said == f"[{x.min():.4g}, {x.max():.4g}] (75 %)"
     cell = rep.cells.set_index("ranks").loc[2]
     assert cell["repeats"] == 3
-    assert cell["speedup_lo"] <= cell["speedup_hi"]
-    assert cell["efficiency_lo"] == pytest.approx(cell["speedup_lo"] / 2)
+    lo, hi = welch_by_hand(list(per.loc[2]), list(per.loc[1]))
+    assert (cell["speedup_lo"], cell["speedup_hi"]) == (pytest.approx(lo), pytest.approx(hi))
+    assert cell["efficiency_lo"] == pytest.approx(lo / 2)
     fig = secs["scaling"].plots[0].figure
     assert any(type(c).__name__ == "ErrorbarContainer" for c in fig.axes[0].containers)
+    legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    bars = "error bars: 75 % order-statistic interval of the median (3 repeats)"
+    assert bars in legend
+    assert "75 % with 3 repeats" in secs["scaling"].plots[0].caption
     eff_fig = secs["efficiency"].plots[0].figure
     assert any(type(c).__name__ == "ErrorbarContainer" for c in eff_fig.axes[0].containers)
+    eff_legend = [t.get_text() for t in eff_fig.axes[0].get_legend().get_texts()]
+    assert any(t.startswith("error bars: 95 % Welch t interval") for t in eff_legend)
+    assert "95 % Welch t interval" in secs["efficiency"].plots[0].caption
     md = (wd / "noise3" / "report" / "index.md").read_text()
-    assert "Speedup 95% CI" in md and "Efficiency 95% CI" in md
+    assert tables.SPEEDUP_CI in md and tables.EFFICIENCY_CI in md and tables.IMAGES_CI in md
+    assert "95% CI" not in md and "bootstrap" not in md

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from hpcscale import api
-from hpcscale.core.system import SHIPPED_DIR
+from hpcscale.core.system import SHIPPED_DIR, python_of
 from hpcscale.errors import InputError
 from hpcscale.launchers import REGISTRY, Launcher, LaunchRequest, get
 
@@ -92,8 +92,10 @@ def test_launcher_registry_is_the_one_place() -> None:
 def test_horovodrun_launches_through_the_jobs_python() -> None:
     p = api.plan(CAMPAIGNS / "quickstart.yaml")
     run = p.runs[1].model_copy(update={"mpi": "gloo", "launcher": "horovodrun"})
-    req = LaunchRequest(run, p.system, ["PROGRAM"], ["A"], ["--gloo"], allocated=False)
+    python = python_of(p.system)
+    req = LaunchRequest(run, ["PROGRAM"], ["A"], ["--gloo"], allocated=False, python=python)
     argv = get("horovodrun").argv(req)
+    assert argv[0] == python
     assert argv[1:7] == ["-m", "horovod.runner.launch", "-np", 2, "-H", "localhost:2"]
     assert argv[-2:] == ["--gloo", "PROGRAM"]
 

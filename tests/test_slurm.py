@@ -652,3 +652,48 @@ def test_a_limit_sbatch_enforces_unseen_leaves_the_runs_waiting(
     assert all(r.state == "RENDERED" and r.message is None for r in rows)
     assert not list((cdir / "arrays").glob("*.pending"))
     assert jobs_named(enforcing, "hpcscale.unseen.") == set()
+
+
+SUBMITTED = re.compile(r"submitted (?:array|job) (\d+)(?: \(\d+ runs\))?(?: after (\d+))?:")
+
+
+def most_at_once(rows: list[dict]) -> int:
+    """The most runs whose [start, end) spans (sacct, 1 s resolution) hold one instant."""
+    spans = [(r["started_at"], r["ended_at"]) for r in rows]
+    return max(sum(s <= t < e for s, e in spans) for t, _ in spans)
+
+
+def test_follow_keeps_the_max_parallel_chain_across_rounds(
+    enforcing: ClusterInfo, tmp_path: Path, workdir: Path
+) -> None:
+    """MaxSubmitJobs=2 lets 2 of 4 runs in; `--follow` submits the rest in later rounds, each
+    round's first array after the previous round's last, so `--max-parallel 1` still means one
+    run at a time (both nodes are free: an unchained array would start beside the other)."""
+    camp = campaign(tmp_path, "chain", {"batch": [1, 2, 3, 4]}, {"sleep": 3}, cores_per_node=1)
+    with max_submit_jobs(enforcing, 2):
+        proc = hpcscale("submit", str(camp), "--max-parallel", "1", "--follow", check=True)
+    text = " ".join(proc.stdout.split())
+    assert "following:" in text and "4 run(s) submitted" in text
+    rows = wait_terminal("chain")
+    assert {r["state"] for r in rows} == {"COMPLETED"}
+    assert len({r["array_job_id"] for r in rows}) >= 2  # more than one round
+    assert most_at_once(rows) == 1
+    chain = SUBMITTED.findall(text)  # the dependency each sbatch was given, as said
+    assert len({r["array_job_id"] for r in rows}) == len(chain)
+    assert chain[0][1] == ""  # the first waits for nothing
+    assert [after for _, after in chain[1:]] == [job for job, _ in chain[:-1]], chain
+
+
+def test_no_array_with_max_parallel_runs_n_at_once(
+    slurm_cluster: ClusterInfo, tmp_path: Path, workdir: Path
+) -> None:
+    """`--no-array --max-parallel 2`: two lanes of plain jobs (job k after job k-2), so two
+    runs go at once and never three, on a cluster with room for all four."""
+    camp = campaign(tmp_path, "lanes", {"batch": [4, 8, 16, 32]}, {"sleep": 4})
+    proc = hpcscale("submit", str(camp), "--no-array", "--max-parallel", "2", check=True)
+    rows = wait_terminal("lanes")
+    assert {r["state"] for r in rows} == {"COMPLETED"}
+    assert all(r["array_job_id"] is None for r in rows)
+    assert most_at_once(rows) == 2
+    jobs = SUBMITTED.findall(" ".join(proc.stdout.split()))  # each sbatch's dependency
+    assert [after for _, after in jobs] == ["", "", jobs[0][0], jobs[1][0]], jobs

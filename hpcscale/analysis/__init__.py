@@ -5,11 +5,16 @@ Nothing here reads files, plots or prints; the report formats what these functio
 Input frame contract (column names are exact; `frame.normalise` fills the optional ones):
 
 Run fields (from `run.json`)
-    run_id, campaign, model, scaling ('weak' | 'strong' | 'none'), device ('cpu' | 'gpu'), nodes,
-    tasks_per_node, threads_per_task, gpus_per_node, ranks, batch_per_rank, global_batch,
-    strategy ('horovod' | 'mirrored'), cross_device_ops ('nccl' | 'reduce_to_one' |
-    'hierarchical_copy' | None), mpi, fusion_threshold_mb, cycle_time_ms, fp16_allreduce,
-    hierarchical_allreduce, mixed_precision, repeat
+    run_id, campaign, system, program, model, scaling ('weak' | 'strong' | 'none'), device
+    ('cpu' | 'gpu'), nodes, tasks_per_node, threads_per_task, gpus_per_node, replicas_per_task,
+    ranks, batch_per_rank, global_batch, strategy ('horovod' | 'mirrored'), cross_device_ops
+    ('nccl' | 'reduce_to_one' | 'hierarchical_copy' | None), mpi, fusion_threshold_mb,
+    cycle_time_ms, fp16_allreduce, hierarchical_allreduce, mixed_precision, launcher, epochs,
+    timeline, mark_cycles, time_limit_min, repeat
+    args.<name>     one column per workload argument (e.g. args.lr; None where a run has none)
+
+A cell is the runs equal in every run field and workload argument but `repeat`
+(`vocab.cell_keys`): runs that differ in args.lr or epochs are never folded as repeats.
 
 Metrics (from `metrics.json`)
     epoch_time_s    mean per-epoch wall time, s
@@ -24,7 +29,8 @@ Metrics (from `metrics.json`)
     dataset_size    images in the data set (used for images/s only when images_per_s is missing)
 
 Timeline (per epoch, s; NaN when the run has no timeline)
-    comm_s, wait_for_data_s, wait_for_other_tensor_data_s, negotiate_s, transport_s,
+    comm_s, wait_for_data_s, wait_for_other_tensor_data_s, waits_in_comm_s (the two waits
+    unioned in time, inside communication), negotiate_s, transport_s,
     allreduce_bytes_per_step (bytes), bus_bandwidth_gbs (1e9 bytes/s)
 
 Exact view (optional, per epoch, s)

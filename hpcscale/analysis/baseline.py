@@ -1,25 +1,27 @@
 """Grouping runs, folding repeats, and finding each group's baseline.
 
-A *cell* is one matrix point (every run field but run_id and repeat); its repeats are folded
-into a median with min, max and count. A *group* is the set of cells that share everything but
-the scaled axis; its baseline is the cell with the smallest axis value.
+A *cell* is one resolved setting of the matrix: runs equal in every run field and workload
+argument (`vocab.cell_keys`: `args.<name>` columns included), so only the repeat (and its seed)
+differs; its repeats are folded into a median with min, max and count. A *group* is the set of
+cells that share everything but the scaled axis (and what follows from it: ranks, GPUs, the
+layout when the axis is ranks or GPUs, the batch the scaling mode grows); its baseline is the
+cell with the smallest axis value.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 import numpy as np
 import pandas as pd
 
 from hpcscale.analysis import EXACT_COLUMNS, METRIC_COLUMNS, TIMELINE_COLUMNS
 from hpcscale.analysis.frame import check_axis
-from hpcscale.core.vocab import KNOBS
+from hpcscale.core.vocab import CELL_FIELDS, arg_columns, cell_keys
 
-SHARED: tuple[str, ...] = ("campaign", "model", "scaling", "device", *KNOBS, "threads_per_task")
 # With nodes as the axis the per-node layout must match; with ranks or GPUs it is what varies.
 LAYOUT_BY_AXIS: dict[str, tuple[str, ...]] = {
-    "nodes": ("tasks_per_node", "gpus_per_node"),
+    "nodes": ("tasks_per_node", "gpus_per_node", "replicas_per_task"),
     "ranks": (),
     "gpus": (),
 }
@@ -28,38 +30,50 @@ BATCH_BY_SCALING: dict[str, tuple[str, ...]] = {
     "strong": ("global_batch",),
     "none": ("batch_per_rank", "global_batch"),
 }
-CELL_KEYS: tuple[str, ...] = (
-    *SHARED,
+# The cell fields that change with the scale, whatever the axis: never shared by a group.
+SCALED: tuple[str, ...] = (
     "nodes",
-    "tasks_per_node",
-    "gpus_per_node",
     "ranks",
     "gpus",
-    "batch_per_rank",
-    "global_batch",
+    *LAYOUT_BY_AXIS["nodes"],
+    *BATCH_BY_SCALING["none"],
 )
+# What every cell of a group shares, besides its workload arguments (`shared_keys`).
+SHARED: tuple[str, ...] = tuple(f for f in CELL_FIELDS if f not in SCALED)
+# The run fields of a cell; a frame's cells also differ in its `args.<name>` columns
+# (`vocab.cell_keys(df.columns)`, which every function here uses).
+CELL_KEYS: tuple[str, ...] = CELL_FIELDS
 AGG_METRICS: tuple[str, ...] = (*METRIC_COLUMNS, *TIMELINE_COLUMNS, *EXACT_COLUMNS)
 
 
-def group_keys(axis: str, scaling: str) -> list[str]:
-    """Columns a group shares: model, strategy, MPI flavour, knobs, device, layout, scaling, and
-    the batch that the scaling mode holds fixed (per rank for weak, global for strong)."""
+def shared_keys(columns: Iterable[object] = ()) -> list[str]:
+    """What every cell of a group shares whatever the axis: SHARED and the workload arguments
+    among `columns`."""
+    return [*SHARED, *arg_columns(columns)]
+
+
+def group_keys(axis: str, scaling: str, columns: Iterable[object] = ()) -> list[str]:
+    """Columns a group shares: every cell field but the scale (program, model, epochs, knobs,
+    MPI flavour, device, scaling, ...), the workload arguments among `columns`, the layout when
+    the axis is nodes, and the batch that the scaling mode holds fixed (per rank for weak,
+    global for strong)."""
     check_axis(axis)
-    return [*SHARED, *LAYOUT_BY_AXIS[axis], *BATCH_BY_SCALING.get(scaling, ())]
+    return [*shared_keys(columns), *LAYOUT_BY_AXIS[axis], *BATCH_BY_SCALING.get(scaling, ())]
 
 
 def aggregate_repeats(df: pd.DataFrame, metrics: Sequence[str] = AGG_METRICS) -> pd.DataFrame:
     """One row per cell: the cell's run fields, each metric's median plus `<m>_min`, `<m>_max`,
     `repeats` (runs in the cell) and `run_ids`. Expects a `frame.normalise`d frame."""
     metrics = [m for m in metrics if m in df.columns]
-    cols = [*CELL_KEYS, *metrics, "repeats", "run_ids"]
+    keys = list(cell_keys(df.columns))
+    cols = [*keys, *metrics, "repeats", "run_ids"]
     cols += [f"{m}_{s}" for m in metrics for s in ("min", "max")]
     if df.empty:
         return pd.DataFrame(columns=cols)
-    cell = df.groupby(list(CELL_KEYS), dropna=False, sort=False).ngroup()
+    cell = cell_ids(df)
     # Key values from each cell's first row keep None and dtypes (groupby keys turn None to NaN).
     first = df.groupby(cell, sort=False).head(1)
-    out = first[list(CELL_KEYS)].set_index(cell[first.index]).sort_index()
+    out = first[keys].set_index(cell[first.index]).sort_index()
     num = df[metrics].groupby(cell)
     out = out.join(num.median())
     out = out.join(num.min().add_suffix("_min"))
@@ -67,6 +81,11 @@ def aggregate_repeats(df: pd.DataFrame, metrics: Sequence[str] = AGG_METRICS) ->
     out["repeats"] = cell.value_counts()
     out["run_ids"] = df.groupby(cell)["run_id"].agg(list)
     return out.reset_index(drop=True)[cols]
+
+
+def cell_ids(df: pd.DataFrame) -> pd.Series:
+    """A cell number per row (first-seen order): rows equal in every cell key share one."""
+    return df.groupby(list(cell_keys(df.columns)), dropna=False, sort=False).ngroup()
 
 
 def iter_groups(df: pd.DataFrame, axis: str) -> Iterator[tuple[int, pd.DataFrame]]:
@@ -83,7 +102,8 @@ def group_ids(df: pd.DataFrame, axis: str) -> pd.Series:
     for scaling in pd.unique(df["scaling"]):
         mask = df["scaling"] == scaling
         sub = df[mask]
-        local = sub.groupby(group_keys(axis, str(scaling)), dropna=False, sort=False).ngroup()
+        keys = group_keys(axis, str(scaling), df.columns)
+        local = sub.groupby(keys, dropna=False, sort=False).ngroup()
         ids[mask] = local + next_id
         next_id += int(local.max()) + 1 if len(local) else 0
     return ids
@@ -135,9 +155,11 @@ def _planned_baselines(
     """Per group (index of `base`, one row per group): the smallest axis value the campaign
     planned for it and the planned run ids at that value."""
 
+    columns = [*base.columns, *planned.columns]
+
     def key(row: pd.Series) -> tuple:
-        cols = group_keys(axis, str(row["scaling"]))
-        return (row["scaling"], *(None if _missing(row[c]) else row[c] for c in cols))
+        cols = group_keys(axis, str(row["scaling"]), columns)
+        return (row["scaling"], *(None if _missing(row.get(c)) else row[c] for c in cols))
 
     lowest: dict[tuple, tuple[int, list[str]]] = {}
     for _, row in planned.iterrows():

@@ -14,10 +14,10 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from hpcscale.analysis.baseline import CELL_KEYS
 from hpcscale.analysis.frame import FrameError, normalise
 from hpcscale.analysis.sweeps import batch_sweep, scaled_groups
 from hpcscale.analysis.targets import TargetSpec, campaign_targets
+from hpcscale.core.vocab import cell_keys
 
 BATCH_COLUMNS: tuple[str, ...] = ("batch_per_rank", "global_batch")
 THROUGHPUT = "throughput"
@@ -27,7 +27,7 @@ STEP_SOURCES = {"p50": "median timed step", "epoch": "epoch time / steps"}
 
 def sweep_ids(cells: pd.DataFrame, free: Sequence[str] = BATCH_COLUMNS) -> pd.Series:
     """A number per cell: cells equal in every cell key but `free` share it (one sweep)."""
-    keys = [k for k in CELL_KEYS if k not in free and k in cells.columns]
+    keys = [k for k in cell_keys(cells.columns) if k not in free and k in cells.columns]
     if cells.empty:
         return pd.Series(dtype=np.int64)
     key = cells[keys].map(str).agg("|".join, axis=1)

@@ -17,12 +17,12 @@ import numpy as np
 import pandas as pd
 
 from hpcscale.analysis import AXES
-from hpcscale.analysis.baseline import CELL_KEYS
+from hpcscale.analysis.context import TableContext
 from hpcscale.analysis.derive import derive
 from hpcscale.analysis.frame import check_axis, normalise
 from hpcscale.analysis.intervals import interval, verdict
 from hpcscale.analysis.quality import cell_flags, quality_flags
-from hpcscale.core.vocab import KNOBS
+from hpcscale.core.vocab import CELL_FIELDS, KNOBS, arg_columns, cell_keys
 from hpcscale.errors import UsageError
 
 # Metrics compared, and whether a higher value is better (throughput, speedup and efficiency
@@ -36,19 +36,26 @@ HIGHER_IS_BETTER: dict[str, bool] = {
 METRICS: tuple[str, ...] = tuple(HIGHER_IS_BETTER)
 # Fields a cell may differ in besides the axis: matched between campaigns when they vary at a
 # size within a campaign (a sweep); fields fixed within each campaign are what tells them apart.
-MATCH_FIELDS: tuple[str, ...] = (
-    "model",
-    "scaling",
-    "device",
-    *KNOBS,
-    "nodes",
-    "ranks",
-    "gpus",
-    "tasks_per_node",
-    "threads_per_task",
-    "gpus_per_node",
-    "batch_per_rank",
-    "global_batch",
+# Every other cell field but the campaign and its system (named apart), and every workload
+# argument (`args.<name>`, after these), counts too.
+MATCH_FIELDS: tuple[str, ...] = tuple(
+    dict.fromkeys(
+        (
+            "model",
+            "scaling",
+            "device",
+            *KNOBS,
+            "nodes",
+            "ranks",
+            "gpus",
+            "tasks_per_node",
+            "threads_per_task",
+            "gpus_per_node",
+            "batch_per_rank",
+            "global_batch",
+            *(f for f in CELL_FIELDS if f not in ("campaign", "system")),
+        )
+    )
 )
 # What a run did besides its scale and knobs: campaigns that differ here measure different work.
 # A row whose two cells differ in dataset_size or steps_per_epoch has epoch times that cannot be
@@ -86,19 +93,24 @@ class Regression:
         )
 
 
-def varying_axes(runs: pd.DataFrame) -> list[str]:
-    """The scale axes that take more than one value in a campaign (its planned runs when the
-    table says, so a size with no result yet still counts)."""
-    planned = runs.attrs.get("planned")
-    frame = normalise(pd.DataFrame(planned)) if planned else normalise(runs)
+def varying_axes(runs: pd.DataFrame, ctx: TableContext | None = None) -> list[str]:
+    """The scale axes that take more than one value in a campaign (its planned runs when `ctx`
+    has them, so a size with no result yet still counts)."""
+    planned = ctx.planned_frame if ctx is not None else None
+    frame = planned if planned is not None else normalise(runs)
     return [a for a in AXES if a in frame.columns and frame[a].nunique() > 1]
 
 
-def shared_axis(runs: Mapping[str, pd.DataFrame], on: str | None = None) -> str:
+def shared_axis(
+    runs: Mapping[str, pd.DataFrame],
+    on: str | None = None,
+    contexts: Mapping[str, TableContext] | None = None,
+) -> str:
     """The axis to compare on: `on` when given (it must vary in at least one campaign), else the
     first of nodes, ranks, gpus that every campaign varying an axis varies. UsageError when the
-    campaigns share none, naming what each varies."""
-    varies = {name: varying_axes(frame) for name, frame in runs.items()}
+    campaigns share none, naming what each varies. `contexts`: each campaign's planned runs."""
+    ctxs = contexts or {}
+    varies = {name: varying_axes(frame, ctxs.get(name)) for name, frame in runs.items()}
     said = "; ".join(f"{n} varies {', '.join(v) or 'no axis'}" for n, v in varies.items())
     if on is not None:
         try:
@@ -117,34 +129,35 @@ def shared_axis(runs: Mapping[str, pd.DataFrame], on: str | None = None) -> str:
     return common[0]
 
 
-def campaign_cells(runs: pd.DataFrame, axis: str) -> pd.DataFrame:
+def campaign_cells(runs: pd.DataFrame, axis: str, ctx: TableContext | None = None) -> pd.DataFrame:
     """A campaign's derived cells on `axis` with their `flags`, plus one row (NaN metrics, its
-    flags) per cell the campaign planned that has no result at all."""
-    cells = derive(runs, axis)
+    flags) per cell the campaign planned (`ctx.planned`) that has no result at all."""
+    ctx = ctx or TableContext()
+    plan = ctx.planned_frame
+    cells = derive(runs, axis, planned=plan)
     for f in WORKLOAD_FIELDS:
         if f not in cells.columns and {f, "run_id"} <= set(runs.columns) and len(cells):
             per_run = dict(zip(runs["run_id"].astype(str), runs[f], strict=True))
             cells[f] = [_median(per_run.get(str(i)) for i in ids) for ids in cells["run_ids"]]
-    flags = quality_flags(runs)
+    flags = quality_flags(runs, ctx)
     cells["flags"] = cell_flags(cells, flags)
-    planned = runs.attrs.get("planned")
-    if not planned:
+    if plan is None:
         return cells
     kinds: dict[str, list[str]] = {}
     for f in flags:
         kinds.setdefault(f.run_id, []).append(f.kind)
-    plan = normalise(pd.DataFrame(planned))
     gone = plan[~plan["run_id"].isin(set(runs["run_id"]) if len(runs) else set())]
-    known = {_key(r, CELL_KEYS[1:]): i for i, r in cells.iterrows()}
+    keys = [k for k in cell_keys([*cells.columns, *plan.columns]) if k != "campaign"]
+    known = {_key(r, keys): i for i, r in cells.iterrows()}
     extra: dict[tuple, dict[str, Any]] = {}
     for _, r in gone.iterrows():
-        k = _key(r, CELL_KEYS[1:])
+        k = _key(r, keys)
         said = kinds.get(str(r["run_id"])) or ["unfinished"]
         if k in known:  # a repeat of a cell that has results: its flags join the cell's
             i = known[k]
             cells.at[i, "flags"] = _join(str(cells.at[i, "flags"]).split(", ") + said)
             continue
-        row = extra.setdefault(k, {**{c: r[c] for c in CELL_KEYS}, "flags": ""})
+        row = extra.setdefault(k, {**{c: r.get(c) for c in ["campaign", *keys]}, "flags": ""})
         row["flags"] = _join(row["flags"].split(", ") + said)
         row["run_ids"] = [*row.get("run_ids", []), str(r["run_id"])]
     if not extra:
@@ -156,9 +169,11 @@ def campaign_cells(runs: pd.DataFrame, axis: str) -> pd.DataFrame:
 
 def match_keys(cells: Mapping[str, pd.DataFrame], axis: str) -> list[str]:
     """Fields besides the axis that rows are matched on: those taking several values at one size
-    within some campaign (a knob sweep), in MATCH_FIELDS order."""
+    within some campaign (a knob sweep, a swept workload argument), in MATCH_FIELDS order, then
+    the `args.<name>` columns by name."""
     out = []
-    for field in MATCH_FIELDS:
+    args = arg_columns(c for frame in cells.values() for c in frame.columns)
+    for field in (*MATCH_FIELDS, *args):
         if field == axis:
             continue
         for frame in cells.values():
@@ -198,9 +213,10 @@ def differing_at_rows(
 
 def align(cells: Mapping[str, pd.DataFrame], axis: str) -> tuple[pd.DataFrame, list[str]]:
     """One row per (campaign, aligned row): `row` (shared by the campaigns' matching cells),
-    `campaign`, `cell` (its label), the axis value, the match keys, METRICS with `_lo`/`_hi`,
-    `flags`, `repeats`; and the match keys. Every row appears for every campaign: NaN metrics
-    (and `present` False) where a campaign has no measured such cell."""
+    `campaign`, `cell` (its label), the axis value, the match keys, METRICS with `_lo`/`_hi`
+    (`_level`: the interval's own), `flags`, `repeats`, `base_repeats`; and the match keys.
+    Every row appears for every campaign: NaN metrics (and `present` False) where a campaign
+    has no measured such cell."""
     keys = match_keys(cells, axis)
     cols = ["axis_value", *keys]
     entries: dict[tuple, dict[str, pd.Series]] = {}
@@ -220,10 +236,12 @@ def align(cells: Mapping[str, pd.DataFrame], axis: str) -> tuple[pd.DataFrame, l
                 lo, hi = interval(r, m) if r is not None else (np.nan, np.nan)
                 row[m] = float(r[m]) if r is not None and m in r.index else np.nan
                 row[f"{m}_lo"], row[f"{m}_hi"] = lo, hi
+                row[f"{m}_level"] = float(r.get(f"{m}_level", np.nan)) if r is not None else np.nan
             for f in ("base_axis_value", *WORKLOAD_FIELDS):
                 row[f] = plain(r.get(f)) if r is not None else None
             row["flags"] = "" if r is None else str(r.get("flags") or "")
             row["repeats"] = 0 if r is None else int(r.get("repeats") or 0)
+            row["base_repeats"] = np.nan if r is None else r.get("base_repeats", np.nan)
             rows.append(row)
     return pd.DataFrame(rows), keys
 

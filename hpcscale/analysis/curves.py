@@ -1,7 +1,8 @@
 """Learning curves: per-epoch losses and accuracies from the run table, one line per scale.
 
 A *line group* is the cells that differ only in scale (`targets.target_lines`: same model,
-strategy, knobs and the batch the scaling holds fixed), so two strategies never share a panel.
+strategy, knobs, workload arguments and the batch the scaling holds fixed), so two strategies
+or two learning rates never share a panel.
 Within a group each cell (one scale: nodes, layout, ranks) is one line; its repeats are folded
 into the median per epoch over the repeats that recorded a finite value at that epoch.
 
@@ -21,9 +22,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from hpcscale.analysis.baseline import CELL_KEYS
 from hpcscale.analysis.frame import normalise
 from hpcscale.analysis.targets import target_lines
+from hpcscale.core.vocab import cell_keys
 
 CLASSIFIER_METRICS: tuple[str, ...] = ("train_loss", "val_loss", "train_accuracy", "val_accuracy")
 CURVE_COLUMNS: tuple[str, ...] = (
@@ -81,14 +82,15 @@ def fold_epochs(series: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
 
 def learning_curves(df: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
     """(cells, curves, skipped). `cells`: one row per cell that recorded a curve, with its
-    CELL_KEYS, `group` (line group), `cell` (id), `repeats` and `run_ids`. `curves`: long form,
-    one row per cell, metric and 1-based epoch, with the median `value` and `runs` (repeats with
-    a finite value there; 0 at a gap). `skipped`: the runs with no per-epoch series at all (e.g.
-    a GAN whose `losses` came back all None), so the report can name them, never drop them
-    silently."""
+    cell keys (`vocab.cell_keys`), `group` (line group), `cell` (id), `repeats` and `run_ids`.
+    `curves`: long form, one row per cell, metric and 1-based epoch, with the median `value` and
+    `runs` (repeats with a finite value there; 0 at a gap). `skipped`: the runs with no
+    per-epoch series at all (e.g. a GAN whose `losses` came back all None), so the report can
+    name them, never drop them silently."""
     runs = normalise(df)
     runs = runs.assign(group=target_lines(runs).to_numpy())
-    runs["cell"] = runs.groupby(["group", *CELL_KEYS], dropna=False, sort=True).ngroup()
+    keys = list(cell_keys(runs.columns))
+    runs["cell"] = runs.groupby(["group", *keys], dropna=False, sort=True).ngroup()
     cell_rows, rows, skipped = [], [], []
     for cid, sub in runs.groupby("cell", sort=True):
         recorded = [run_series(r) for _, r in sub.iterrows()]
@@ -99,7 +101,7 @@ def learning_curves(df: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, list[
         first = sub.iloc[0]
         cell_rows.append(
             {
-                **{k: first[k] for k in CELL_KEYS},
+                **{k: first[k] for k in keys},
                 "group": int(first["group"]),
                 "cell": int(cid),
                 "repeats": len(sub),
@@ -112,7 +114,7 @@ def learning_curves(df: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, list[
                 rows.append((int(first["group"]), int(cid), name, e, value, int(n), len(sub)))
     cells = pd.DataFrame(cell_rows)
     if cells.empty:
-        cells = pd.DataFrame(columns=[*CELL_KEYS, "group", "cell", "repeats", "run_ids"])
+        cells = pd.DataFrame(columns=[*keys, "group", "cell", "repeats", "run_ids"])
     return cells, pd.DataFrame(rows, columns=list(CURVE_COLUMNS)), skipped
 
 

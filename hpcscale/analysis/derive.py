@@ -30,13 +30,17 @@ DERIVED_METRICS: tuple[str, ...] = (
 )
 
 
-def derive(df: pd.DataFrame, axis: str | None = None) -> pd.DataFrame:
+def derive(
+    df: pd.DataFrame, axis: str | None = None, planned: pd.DataFrame | None = None
+) -> pd.DataFrame:
     """One row per cell (median of repeats, with `<m>_min`, `<m>_max`, `repeats`), plus
     `group`, `axis`, `axis_value`, `scale`, baseline columns and DERIVED_METRICS.
 
-    `axis` defaults to the one that varies (nodes, else GPUs, else ranks)."""
+    `axis` defaults to the one that varies (nodes, else GPUs, else ranks). `planned`: every run
+    the campaign planned, normalised (TableContext.planned_frame, from the collector), so a
+    group's baseline is the smallest size planned even when it has no result; None for a table
+    that does not say (a notebook's own)."""
     runs = with_throughput(normalise(df))
-    planned = _planned(df)
     # the axis the campaign varies, even when only one of its sizes has a result
     axis = check_axis(axis or default_axis(runs if planned is None else planned))
     cells = with_baseline(aggregate_repeats(runs), axis, planned=planned)
@@ -46,10 +50,3 @@ def derive(df: pd.DataFrame, axis: str | None = None) -> pd.DataFrame:
         cells["karp_flatt"] = np.where(strong, karp_flatt(cells["speedup"], cells["scale"]), np.nan)
     cells = with_intervals(with_overlap(cells), runs)
     return cells.sort_values(["group", "axis_value", "nodes"], kind="stable").reset_index(drop=True)
-
-
-def _planned(df: pd.DataFrame) -> pd.DataFrame | None:
-    """Every run the campaign planned (`df.attrs["planned"]`, from the collector), normalised;
-    None for a frame that does not say (a notebook's own table)."""
-    planned = df.attrs.get("planned")
-    return normalise(pd.DataFrame(planned)) if planned else None

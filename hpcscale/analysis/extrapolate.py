@@ -112,7 +112,13 @@ def extrapolate(
             continue
         metric = LAWS[grp["scaling"].iloc[0]][1]
         band = fit.predict(np.asarray(at, dtype=float), level)
-        assert (band.value > 0).all(), "a physical fit predicts positive values"
+        # fit_problem passed: a + b·f(N) with a, b >= 0, a + b > 0 is positive at every N > 0.
+        # Checked for real (not an assert, which `python -O` drops): never print a value <= 0.
+        if not (np.isfinite(band.value) & (band.value > 0)).all():
+            raise RuntimeError(
+                f"internal error: a physical {fit.law} fit (base {fit.base:.4g}, serial fraction "
+                f"{fit.serial_fraction:.4g}) predicted {band.value.tolist()} at {list(at)}"
+            )
         limit = axis_limit(grp, axis, max_nodes)
         name = interval_name(level, fit.dof)
         for i, size in enumerate(band.n):

@@ -25,9 +25,19 @@ DEVICES = frozenset(vocab.DEVICES)
 FLAG_KNOBS = tuple(k for k in vocab.KNOBS if vocab.term(k).type == "bool")
 NUMBER_KNOBS = tuple(k for k in vocab.KNOBS if vocab.term(k).type == "float")
 NUMERIC = (*METRIC_COLUMNS, *TIMELINE_COLUMNS, *EXACT_COLUMNS)
+# Optional columns and the value a run without them has (None: unknown, the same for every row
+# of a frame without the column). Every cell field (vocab.CELL_FIELDS) is here or derived.
 _DEFAULTS: dict[str, Any] = {
     "campaign": "",
+    "system": None,
+    "program": "train",
     "tasks_per_node": 1,
+    "replicas_per_task": 1,
+    "launcher": None,
+    "epochs": None,
+    "timeline": None,
+    "mark_cycles": False,
+    "time_limit_min": None,
     "threads_per_task": 1,
     "strategy": "horovod",
     "cross_device_ops": None,

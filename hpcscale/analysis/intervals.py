@@ -1,77 +1,204 @@
-"""Confidence intervals over repeats, and whether two cells differ by more than their noise.
+"""Intervals over repeats whose stated level is their real coverage, and whether two cells
+differ by more than their noise.
 
-The interval: a 95 % percentile bootstrap of the median of a cell's repeats (2000 resamples,
-fixed seed, so a report is reproducible). Speedup and efficiency are ratios of two cells' medians
-(baseline and cell); their interval resamples both cells' repeats independently, so the
-baseline's noise counts too. A cell with fewer than two repeats (or a baseline with fewer than
-two) has no interval (NaN), and then no comparison can say which cell is faster.
+People run 3 to 10 repeats, so the methods are chosen for coverage at those counts:
+
+- A cell's epoch time and images/s: the distribution-free order-statistic interval of the
+  median, [x_(k), x_(n+1-k)] of the n sorted repeats. For any continuous distribution it holds
+  the true median with probability exactly 1 - 2·P(Binomial(n, 1/2) <= k - 1), whatever the
+  shape (timings are skewed and have slow outliers), and it always contains the median shown.
+  The narrowest k whose level reaches the asked LEVEL is used; when none does (95 % needs 6
+  repeats), [min, max] is given at its own lower level and labelled as short of the one asked:
+  3 repeats give a 75 % interval, never a "95 %" one.
+- Speedup and efficiency (a ratio of two cells, so both cells' noise counts): the Welch t
+  interval on the difference of the mean logs of the cell's and the baseline's repeats,
+  exponentiated. A ratio has no distribution-free interval at these counts (the
+  Hodges-Lehmann interval of a shift reaches at most 90 % with 3 + 3 repeats); Welch on logs is
+  exact for log-normal timings and near its level for normal ones with realistic spread
+  (tests/test_coverage.py measures both at 3, 5 and 10 repeats).
+
+"Within noise": two cells are called different only when their intervals do not overlap.
+`false_call_rate` gives, for two order-statistic intervals, how often that calls a difference
+between two cells of one true distribution (10 % with 3 repeats each).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-LEVEL = 0.95
-RESAMPLES = 2000
-SEED = 13
-INTERVAL_NAME = (
-    f"{LEVEL:.0%} percentile bootstrap of the median of the repeats ({RESAMPLES} resamples; "
-    "speedup and efficiency resample the baseline's repeats too)"
-)
-# Metric -> its interval columns `<metric>_lo`, `<metric>_hi` (added by `with_intervals`).
-INTERVAL_METRICS: tuple[str, ...] = ("epoch_time_s", "images_per_s", "speedup", "efficiency")
+LEVEL = 0.95  # the level asked for; an interval's own level is what it can support
+MEDIAN_METHOD = "order-statistic interval of the median"
+RATIO_METHOD = "Welch t interval on the log ratio of the cell's and the baseline's repeats"
+# Metric -> the method of its interval columns `<m>_lo`, `<m>_hi`, `<m>_level` (with_intervals).
+METHODS: dict[str, str] = {
+    "epoch_time_s": MEDIAN_METHOD,
+    "images_per_s": MEDIAN_METHOD,
+    "speedup": RATIO_METHOD,
+    "efficiency": RATIO_METHOD,
+}
+INTERVAL_METRICS: tuple[str, ...] = tuple(METHODS)
+NAMES: dict[str, str] = {
+    "epoch_time_s": "epoch time",
+    "images_per_s": "images/s",
+    "speedup": "speedup",
+    "efficiency": "efficiency",
+}
 Verdict = Literal["faster", "slower", "within noise", "no interval"]
 
 
-def _finite(samples: npt.ArrayLike) -> np.ndarray:
-    a = np.asarray(samples, dtype=float).ravel()
-    return a[np.isfinite(a)]
+@dataclass(frozen=True)
+class Interval:
+    """An interval with what it is: its method, its actual level (NaN: none) and the repeats
+    behind it (one count, or the cell's and the baseline's for a ratio)."""
+
+    lo: float
+    hi: float
+    level: float
+    method: str
+    repeats: tuple[int, ...]
+    asked: float = LEVEL
+
+    @property
+    def present(self) -> bool:
+        return bool(np.isfinite(self.lo) and np.isfinite(self.hi))
+
+    @property
+    def short(self) -> bool:
+        """Whether the repeats could not support the level asked (the level is below it)."""
+        return self.present and self.level < self.asked - 1e-12
+
+    def describe(self) -> str:
+        """ "[lo, hi], 75 % order-statistic interval of the median, 3 repeats (...)"."""
+        reps = " + ".join(str(n) for n in self.repeats)
+        if not self.present:
+            return f"no interval ({reps} repeat(s): {_none_reason(self.method)})"
+        said = f"[{self.lo:.4g}, {self.hi:.4g}], {pct(self.level)} {self.method}, {reps} repeats"
+        return said + (f" ({shortfall(self.repeats[0], self.asked)})" if self.short else "")
 
 
-def _medians(samples: np.ndarray, rng: np.random.Generator, n: int) -> np.ndarray:
-    idx = rng.integers(0, samples.size, size=(n, samples.size))
-    return np.median(samples[idx], axis=1)
+def pct(level: float) -> str:
+    """A level as a reader sees it: 0.75 -> '75 %', 0.9375 -> '93.8 %'."""
+    return f"{100.0 * level:.3g} %"
 
 
-def bootstrap_median(
-    samples: npt.ArrayLike, level: float = LEVEL, n: int = RESAMPLES, seed: int = SEED
-) -> tuple[float, float]:
-    """(lower, upper) percentile-bootstrap interval of the median; NaN with < 2 samples."""
+def _none_reason(method: str) -> str:
+    if method == RATIO_METHOD:
+        return "needs two or more repeats of both the cell and its baseline"
+    return "needs two or more repeats"
+
+
+# -- the median: order statistics -----------------------------------------------------------------
+
+
+def median_coverage(n: int, k: int) -> float:
+    """Exact coverage of [x_(k), x_(n+1-k)] for the median of a continuous distribution:
+    1 - 2·P(Binomial(n, 1/2) <= k - 1)."""
+    if n < 2 or not 1 <= k <= n // 2:
+        return math.nan
+    tail = sum(math.comb(n, i) for i in range(k)) / 2.0**n
+    return 1.0 - 2.0 * tail
+
+
+def median_rank(n: int, level: float = LEVEL) -> tuple[int, float]:
+    """(k, coverage): the narrowest [x_(k), x_(n+1-k)] whose coverage reaches `level`, else
+    k = 1 ([min, max]) with its lower coverage. (0, NaN) below two repeats."""
+    if n < 2:
+        return 0, math.nan
+    best = 1
+    for k in range(2, n // 2 + 1):
+        if median_coverage(n, k) >= level:
+            best = k
+        else:
+            break
+    return best, median_coverage(n, best)
+
+
+def repeats_needed(level: float = LEVEL) -> int:
+    """The fewest repeats whose [min, max] reaches `level` (6 for 95 %, 5 for 90 %)."""
+    n = 2
+    while median_coverage(n, 1) < level:
+        n += 1
+    return n
+
+
+def shortfall(n: int, level: float = LEVEL) -> str:
+    """What an order-statistic interval of `n` repeats cannot say."""
+    return f"{n} repeats cannot support {pct(level)}: {repeats_needed(level)} are needed"
+
+
+def median_intervals(
+    samples: npt.ArrayLike, level: float = LEVEL
+) -> tuple[np.ndarray, np.ndarray, float]:
+    """Row-wise order-statistic intervals of the median: `samples` is (campaigns, n), every row
+    n finite repeats. Returns (lo, hi, coverage); NaN with fewer than two repeats."""
+    x = np.sort(np.atleast_2d(np.asarray(samples, dtype=float)), axis=1)
+    n = x.shape[1]
+    k, cover = median_rank(n, level)
+    if k == 0:
+        nan = np.full(x.shape[0], np.nan)
+        return nan, nan.copy(), math.nan
+    return x[:, k - 1], x[:, n - k], cover
+
+
+def median_interval(samples: npt.ArrayLike, level: float = LEVEL) -> Interval:
+    """A cell's order-statistic interval of the median (non-finite values are left out)."""
     x = _finite(samples)
-    if x.size < 2:
-        return (np.nan, np.nan)
-    meds = _medians(x, np.random.default_rng(seed), n)
-    tail = 50.0 * (1.0 - level)
-    lo, hi = np.percentile(meds, [tail, 100.0 - tail])
-    return (float(lo), float(hi))
+    lo, hi, cover = median_intervals(x[None, :], level)
+    return Interval(float(lo[0]), float(hi[0]), cover, MEDIAN_METHOD, (x.size,), level)
 
 
-def bootstrap_ratio(
-    numerator: npt.ArrayLike,
-    denominator: npt.ArrayLike,
-    level: float = LEVEL,
-    n: int = RESAMPLES,
-    seed: int = SEED,
-) -> tuple[float, float]:
-    """Interval of median(numerator) / median(denominator), both resampled independently;
-    NaN unless both have two or more samples."""
-    a, b = _finite(numerator), _finite(denominator)
-    if a.size < 2 or b.size < 2:
-        return (np.nan, np.nan)
-    rng = np.random.default_rng(seed)
+# -- a ratio of two cells: Welch t on logs --------------------------------------------------------
+
+
+def log_ratio_intervals(
+    numerator: npt.ArrayLike, denominator: npt.ArrayLike, level: float = LEVEL
+) -> tuple[np.ndarray, np.ndarray]:
+    """Row-wise Welch t intervals of the ratio of the two samples' geometric means:
+    exp(d ± t·se), d = mean log a - mean log b, se² = var(log a)/n_a + var(log b)/n_b,
+    Welch–Satterthwaite degrees of freedom. Rows are (campaigns, n_a) and (campaigns, n_b);
+    NaN with fewer than two repeats on either side or a value <= 0. Identical repeats on
+    both sides give the point itself."""
+    from scipy import stats  # heavy import: only when there are intervals to compute
+
+    a = np.atleast_2d(np.asarray(numerator, dtype=float))
+    b = np.atleast_2d(np.asarray(denominator, dtype=float))
+    na, nb = a.shape[1], b.shape[1]
+    rows = max(a.shape[0], b.shape[0])
+    if na < 2 or nb < 2:
+        return np.full(rows, np.nan), np.full(rows, np.nan)
     with np.errstate(divide="ignore", invalid="ignore"):
-        ratios = _medians(a, rng, n) / _medians(b, rng, n)
-    ratios = ratios[np.isfinite(ratios)]
-    if ratios.size == 0:
-        return (np.nan, np.nan)
-    tail = 50.0 * (1.0 - level)
-    lo, hi = np.percentile(ratios, [tail, 100.0 - tail])
-    return (float(lo), float(hi))
+        la = np.where(a > 0, np.log(a), np.nan)
+        lb = np.where(b > 0, np.log(b), np.nan)
+        va = la.var(axis=1, ddof=1) / na
+        vb = lb.var(axis=1, ddof=1) / nb
+        se = np.sqrt(va + vb)
+        df = (va + vb) ** 2 / (va**2 / (na - 1) + vb**2 / (nb - 1))
+        t = np.where(se > 0, stats.t.ppf(0.5 + level / 2.0, df), 0.0)
+        d = la.mean(axis=1) - lb.mean(axis=1)
+        return np.exp(d - t * se), np.exp(d + t * se)
+
+
+def ratio_interval(
+    numerator: npt.ArrayLike, denominator: npt.ArrayLike, level: float = LEVEL
+) -> Interval:
+    """The interval of numerator / denominator (e.g. speedup: the baseline's epoch times over
+    the cell's), both cells' repeats counted; non-finite values are left out."""
+    a, b = _finite(numerator), _finite(denominator)
+    lo, hi = log_ratio_intervals(a[None, :], b[None, :], level)
+    ok = bool(np.isfinite(lo[0]) and np.isfinite(hi[0]))
+    return Interval(
+        float(lo[0]), float(hi[0]), level if ok else math.nan, RATIO_METHOD, (a.size, b.size), level
+    )
+
+
+# -- within noise ---------------------------------------------------------------------------------
 
 
 def overlaps(a: tuple[float, float], b: tuple[float, float]) -> bool | None:
@@ -98,14 +225,38 @@ def verdict(
     return "faster" if better else "slower"
 
 
-def with_intervals(cells: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
-    """Add `<m>_lo`, `<m>_hi` for INTERVAL_METRICS to derived cells (needs `run_ids`, `group`,
-    `base_axis_value`, `scale`, `scaling`), from the per-run values in `runs` (run_id,
-    epoch_time_s, images_per_s). The baseline cell's speedup is 1 by definition: no interval."""
+def false_call_rate(n_a: int, n_b: int, level: float = LEVEL) -> float:
+    """How often two cells of one continuous distribution get non-overlapping order-statistic
+    intervals (so one is called faster though neither is): exact, from the ranks alone.
+    A's upper end x_(r) lies below B's lower end y_(s) when at least r of the r + s - 1
+    smallest pooled values are A's (hypergeometric); either way round."""
+    ka, _ = median_rank(n_a, level)
+    kb, _ = median_rank(n_b, level)
+    if ka == 0 or kb == 0:
+        return math.nan
+
+    def below(n1: int, k1: int, n2: int, k2: int) -> float:
+        r, s = n1 + 1 - k1, k2
+        m, total = r + s - 1, math.comb(n1 + n2, r + s - 1)
+        return sum(math.comb(n1, j) * math.comb(n2, m - j) for j in range(r, m + 1)) / total
+
+    return below(n_a, ka, n_b, kb) + below(n_b, kb, n_a, ka)
+
+
+# -- cells ---------------------------------------------------------------------------------------
+
+
+def with_intervals(cells: pd.DataFrame, runs: pd.DataFrame, level: float = LEVEL) -> pd.DataFrame:
+    """Add `<m>_lo`, `<m>_hi`, `<m>_level` (the interval's actual level, NaN without one) for
+    INTERVAL_METRICS and `base_repeats` (the baseline's repeats behind a ratio) to derived
+    cells (needs `run_ids`, `group`, `axis_value`, `nodes`, `scale`, `scaling`), from the
+    per-run values in `runs` (run_id, epoch_time_s, images_per_s). The baseline cell's speedup
+    is 1 by definition: no interval."""
     out = cells.copy()
     for m in INTERVAL_METRICS:
-        out[f"{m}_lo"] = np.nan
-        out[f"{m}_hi"] = np.nan
+        for part in ("lo", "hi", "level"):
+            out[f"{m}_{part}"] = np.nan
+    out["base_repeats"] = np.nan
     if out.empty or "run_ids" not in out.columns:
         return out
     per_run = runs.drop_duplicates("run_id").set_index("run_id")
@@ -117,25 +268,43 @@ def with_intervals(cells: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
     base = out.sort_values(["group", "axis_value", "nodes"], kind="stable").groupby("group").head(1)
     base_ids = dict(zip(base["group"], base["run_ids"], strict=True))
     base_index = set(base.index)
+    found: dict[str, list[tuple[float, float, float]]] = {m: [] for m in INTERVAL_METRICS}
+    base_n: list[float] = []
     for i, row in out.iterrows():
         for m in ("epoch_time_s", "images_per_s"):
-            out.loc[i, [f"{m}_lo", f"{m}_hi"]] = bootstrap_median(samples(row["run_ids"], m))
-        if i in base_index or row["scaling"] not in ("weak", "strong"):
-            continue
-        if isinstance(row.get("baseline_problem"), str) or pd.isna(row.get("speedup", 1.0)):
-            continue  # no valid baseline: no speedup, so no interval around it either
-        b_ids = base_ids[row["group"]]
-        if row["scaling"] == "strong":  # T_b / T_N
-            lo, hi = bootstrap_ratio(
-                samples(b_ids, "epoch_time_s"), samples(row["run_ids"], "epoch_time_s")
-            )
-        else:  # X_N / X_b
-            lo, hi = bootstrap_ratio(
-                samples(row["run_ids"], "images_per_s"), samples(b_ids, "images_per_s")
-            )
-        out.loc[i, ["speedup_lo", "speedup_hi"]] = (lo, hi)
-        out.loc[i, ["efficiency_lo", "efficiency_hi"]] = (lo / row["scale"], hi / row["scale"])
+            iv = median_interval(samples(row["run_ids"], m), level)
+            found[m].append((iv.lo, iv.hi, iv.level))
+        ratio = _ratio(i in base_index, row, base_ids, samples, level)
+        base_n.append(float(ratio.repeats[1]) if ratio is not None else np.nan)
+        if ratio is None:
+            ratio = Interval(np.nan, np.nan, np.nan, RATIO_METHOD, (0, 0), level)
+        scale = float(row["scale"]) if ratio.present else np.nan
+        found["speedup"].append((ratio.lo, ratio.hi, ratio.level))
+        found["efficiency"].append((ratio.lo / scale, ratio.hi / scale, ratio.level))
+    for m, vals in found.items():
+        arr = np.asarray(vals, dtype=float).reshape(-1, 3)
+        for j, part in enumerate(("lo", "hi", "level")):
+            out[f"{m}_{part}"] = arr[:, j]
+    out["base_repeats"] = base_n
     return out
+
+
+def _ratio(
+    is_base: bool,
+    row: pd.Series,
+    base_ids: dict[int, list[str]],
+    samples: Callable[[Sequence[str], str], np.ndarray],
+    level: float,
+) -> Interval | None:
+    """The speedup interval of one cell, or None where there is no speedup to bound."""
+    if is_base or row["scaling"] not in ("weak", "strong"):
+        return None
+    if isinstance(row.get("baseline_problem"), str) or pd.isna(row.get("speedup", 1.0)):
+        return None  # no valid baseline: no speedup, so no interval around it either
+    cell, base = row["run_ids"], base_ids[row["group"]]
+    if row["scaling"] == "strong":  # T_b / T_N
+        return ratio_interval(samples(base, "epoch_time_s"), samples(cell, "epoch_time_s"), level)
+    return ratio_interval(samples(cell, "images_per_s"), samples(base, "images_per_s"), level)
 
 
 def interval(row: pd.Series, metric: str) -> tuple[float, float]:
@@ -144,3 +313,72 @@ def interval(row: pd.Series, metric: str) -> tuple[float, float]:
         float(row.get(f"{metric}_lo", np.nan)),
         float(row.get(f"{metric}_hi", np.nan)),
     )
+
+
+def interval_of(row: pd.Series, metric: str, level: float = LEVEL) -> Interval:
+    """A cell's interval for `metric` with its method, level and repeats, for labels."""
+    lo, hi = interval(row, metric)
+    reps = int(row.get("repeats") or 0)
+    repeats: tuple[int, ...] = (reps,)
+    if METHODS[metric] == RATIO_METHOD:
+        base = row.get("base_repeats", np.nan)
+        repeats = (reps, int(base) if pd.notna(base) else 0)
+    got = float(row.get(f"{metric}_level", np.nan))
+    return Interval(lo, hi, got, METHODS[metric], repeats, level)
+
+
+def labelled(row: pd.Series, metric: str) -> str:
+    """ "[lo, hi] (75 %)" for a table cell: the interval with its own level; '' without one."""
+    iv = interval_of(row, metric)
+    return f"[{iv.lo:.4g}, {iv.hi:.4g}] ({pct(iv.level)})" if iv.present else ""
+
+
+def note(cells: pd.DataFrame, metrics: Iterable[str], level: float = LEVEL) -> str:
+    """A caption naming each interval's method and the levels the cells' repeats give:
+    'Images/s: order-statistic interval of the median (distribution-free): 75 % with 3
+    repeats (3 repeats cannot support 95 %: 6 are needed).' Empty when no cell has one."""
+    said = []
+    by_method: dict[str, list[str]] = {}
+    for m in metrics:
+        if f"{m}_lo" in cells.columns and cells[f"{m}_lo"].notna().any():
+            by_method.setdefault(METHODS[m], []).append(m)
+    for method, ms in by_method.items():
+        names = " and ".join(NAMES[m] for m in ms)
+        with_one = cells[cells[f"{ms[0]}_lo"].notna()]
+        if method == MEDIAN_METHOD:
+            counts = sorted({int(n) for n in with_one["repeats"]})
+            levels = []
+            for n in counts:
+                cover = median_rank(n, level)[1]
+                short = f" ({shortfall(n, level)})" if cover < level - 1e-12 else ""
+                levels.append(f"{pct(cover)} with {n} repeats{short}")
+            said.append(
+                f"{names[0].upper() + names[1:]}: {method} (distribution-free, exact level): "
+                + "; ".join(levels)
+                + "."
+            )
+        else:
+            said.append(
+                f"{names[0].upper() + names[1:]}: {pct(level)} {method} (both cells' noise "
+                "counts); none where the cell or its baseline ran once."
+            )
+    return " ".join(said)
+
+
+def short_label(rows: pd.DataFrame, metric: str, level: float = LEVEL) -> str | None:
+    """A figure legend's name for `metric`'s error bars, with the levels drawn: '75 % order-
+    statistic interval of the median (3 repeats)'; None when no row has an interval."""
+    if f"{metric}_lo" not in rows.columns or not rows[f"{metric}_lo"].notna().any():
+        return None
+    if METHODS[metric] == RATIO_METHOD:
+        return f"{pct(level)} Welch t interval (log ratio; cell and baseline repeats)"
+    counts = sorted({int(n) for n in rows.loc[rows[f"{metric}_lo"].notna(), "repeats"]})
+    if len(counts) == 1:
+        return f"{pct(median_rank(counts[0], level)[1])} {MEDIAN_METHOD} ({counts[0]} repeats)"
+    levels = ", ".join(f"{pct(median_rank(n, level)[1])} with {n} repeats" for n in counts)
+    return f"{MEDIAN_METHOD} ({levels})"
+
+
+def _finite(samples: npt.ArrayLike) -> np.ndarray:
+    a = np.asarray(samples, dtype=float).ravel()
+    return a[np.isfinite(a)]

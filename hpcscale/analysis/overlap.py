@@ -1,14 +1,30 @@
 """Seed 001's compute / communication split, kept so users can compare with published tables.
 
-With epoch time T, overall communication C and the two Horovod waits (all per epoch, s):
+With epoch time T, overall communication C and W, the time communication spends waiting for data
+(all per epoch, s):
     Computation            = T - C
-    Only communication     = C - wait_for_data - wait_for_other_tensor_data
+    Only communication     = C - W
     Only computation %     = Computation / T
-    Overlap %              = (wait_for_data + wait_for_other_tensor_data) / T
+    Overlap %              = W / T
     Only communication %   = Only communication / T
-The three percentages always add up to 100. CPU timelines have no waits, so there Only
-communication = C. The exact view (step spans swept against the timeline) comes from the collector
-as exact_* columns and is only carried along here.
+so the three percentages add up to 100.
+
+W is the two Horovod waits unioned in time, inside communication: the collector's
+`waits_in_comm_s`, |(WAIT_FOR_DATA ∪ WAIT_FOR_OTHER_TENSOR_DATA) ∩ C|. The seed summed the two
+waits, but they overlap: in a fused batch each tensor waits for its own data, then for the other
+tensors' (Horovod's HorovodOp::WaitForData), so while one tensor waits for the others another is
+still waiting for its data; the sum counts that time twice and C - sum can go below zero.
+Horovod opens both waits inside the tensor's collective (between its B and E), so in a whole
+timeline the union lies inside C; a wait whose collective never closed (a killed run) lies
+outside every closed one, hence the intersection with C. So 0 <= W <= C by construction.
+
+A table without `waits_in_comm_s` (the seeds' tables, a frame of one's own) gives the two waits
+apart. Where at most one is non-zero their union is that one; where both are, their sum stands
+in for the union, as the seed did, and `waits_summed` says so (an upper bound on the overlap:
+Only communication is then a lower bound). Whatever the source, a W above C is impossible: Only
+communication and Overlap % are then NaN, never a negative number. CPU timelines have no waits,
+so there Only communication = C. The exact view (step spans swept against the timeline) comes
+from the collector as exact_* columns and is only carried along here.
 """
 
 from __future__ import annotations
@@ -26,17 +42,22 @@ OVERLAP_COLUMNS: tuple[str, ...] = (
     "overlap_pct",
     "only_comm_pct",
 )
+# True where the two waits' sum stood in for their union (a table without waits_in_comm_s).
+WAITS_SUMMED = "waits_summed"
 
 
 @dataclass(frozen=True)
 class Split:
-    """Arrays (or scalars) of the seed's five derived quantities; percentages in 0..100."""
+    """Arrays (or scalars) of the seed's five derived quantities; percentages in 0..100.
+    `waits_s` is the W used; `waits_summed` where it is the two waits' sum."""
 
     compute_s: np.ndarray
     only_comm_s: np.ndarray
     only_compute_pct: np.ndarray
     overlap_pct: np.ndarray
     only_comm_pct: np.ndarray
+    waits_s: np.ndarray
+    waits_summed: np.ndarray
 
 
 def split(
@@ -44,34 +65,45 @@ def split(
     comm_s: npt.ArrayLike,
     wait_for_data_s: npt.ArrayLike = 0.0,
     wait_for_other_s: npt.ArrayLike = 0.0,
+    waits_in_comm_s: npt.ArrayLike = np.nan,
 ) -> Split:
-    """The seed's arithmetic; missing waits (NaN) count as zero, as on CPU timelines."""
-    t = np.asarray(epoch_time_s, dtype=float)
-    c = np.asarray(comm_s, dtype=float)
-    waits = np.nan_to_num(np.asarray(wait_for_data_s, dtype=float)) + np.nan_to_num(
-        np.asarray(wait_for_other_s, dtype=float)
+    """The split with W = `waits_in_comm_s` where known, else from the two waits (see the
+    module); missing waits (NaN) count as zero, as on CPU timelines."""
+    t, c, wfd, wfo, union = np.broadcast_arrays(
+        *(
+            np.asarray(v, dtype=float)
+            for v in (epoch_time_s, comm_s, wait_for_data_s, wait_for_other_s, waits_in_comm_s)
+        )
     )
+    wfd, wfo = np.nan_to_num(wfd), np.nan_to_num(wfo)
+    known = np.isfinite(union)
+    waits = np.where(known, union, wfd + wfo)
+    possible = waits <= c  # False where C is NaN (no timeline) or W exceeds it
+    only_comm = np.where(possible, c - waits, np.nan)
     compute = t - c
-    only_comm = c - waits
     with np.errstate(divide="ignore", invalid="ignore"):
         return Split(
             compute_s=compute,
             only_comm_s=only_comm,
             only_compute_pct=100.0 * compute / t,
-            overlap_pct=np.where(np.isnan(c), np.nan, 100.0 * waits / t),
+            overlap_pct=np.where(possible, 100.0 * waits / t, np.nan),
             only_comm_pct=100.0 * only_comm / t,
+            waits_s=waits,
+            waits_summed=~known & (wfd > 0) & (wfo > 0) & np.isfinite(c),
         )
 
 
 def with_overlap(df: pd.DataFrame) -> pd.DataFrame:
-    """Add OVERLAP_COLUMNS; rows without a timeline (comm_s NaN) get NaN throughout."""
+    """Add OVERLAP_COLUMNS and WAITS_SUMMED; rows without a timeline (comm_s NaN) get NaN."""
     out = df.copy()
     parts = split(
         out["epoch_time_s"],
         out["comm_s"],
         out["wait_for_data_s"],
         out["wait_for_other_tensor_data_s"],
+        out["waits_in_comm_s"] if "waits_in_comm_s" in out.columns else np.nan,
     )
     for name in OVERLAP_COLUMNS:
         out[name] = getattr(parts, name)
+    out[WAITS_SUMMED] = parts.waits_summed
     return out

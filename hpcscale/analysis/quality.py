@@ -3,7 +3,8 @@
 A figure silently built on missing or damaged data is worse than no figure, so each check here
 returns `Flag`s; the report's "Data quality" section lists all of them and the tables mark the
 flagged runs. Checks are pure functions of the tidy run table (one row per run, collector
-columns) and are registered in CHECKS; adding a check is one function plus one line.
+columns) and what travels beside it (analysis.context.TableContext: planned, unreadable and
+unfinished runs), and are registered in CHECKS; adding a check is one function plus one line.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from hpcscale.analysis import EXACT_COLUMNS, TIMELINE_COLUMNS, contention
+from hpcscale.analysis.context import TableContext
 from hpcscale.analysis.derive import derive
 from hpcscale.analysis.frame import normalise
 from hpcscale.analysis.scaling import with_throughput
@@ -33,7 +35,9 @@ class Flag:
     reason: str  # one sentence a reader understands without the code
 
 
-Check = Callable[[pd.DataFrame], list[Flag]]
+# (runs, what travels beside them, their `derive` cells when already derived) -> flags
+Check = Callable[[pd.DataFrame, TableContext, pd.DataFrame | None], list[Flag]]
+NONE = TableContext()  # a table known by its rows alone
 
 CHECKS: list[Check] = []
 # Per-epoch figures a truncated timeline gets wrong (they count part of the run only).
@@ -44,32 +48,39 @@ PARTIAL_TIMELINE_COLUMNS: tuple[str, ...] = (
     "memcpy_s",
 )
 INPUT_BOUND = "input_bound"
-INCLUDE_PARTIAL = "include_partial_timelines"  # runs.attrs key: keep truncated timelines' figures
 
 
-def unreadable_check(runs: pd.DataFrame) -> list[Flag]:
-    """Finished runs whose results the collector could not read (`attrs["unreadable"]`)."""
+def unreadable_check(
+    runs: pd.DataFrame, ctx: TableContext = NONE, cells: pd.DataFrame | None = None
+) -> list[Flag]:
+    """Finished runs whose results the collector could not read (`ctx.unreadable`)."""
     return [
         Flag(rid, "unreadable_results", "excluded", f"results unreadable, run left out: {why}")
-        for rid, why in runs.attrs.get("unreadable") or []
+        for rid, why in ctx.unreadable
     ]
 
 
-def unfinished_check(runs: pd.DataFrame) -> list[Flag]:
-    """Runs planned but not finished yet (`attrs["unfinished"]`): not in any figure."""
+def unfinished_check(
+    runs: pd.DataFrame, ctx: TableContext = NONE, cells: pd.DataFrame | None = None
+) -> list[Flag]:
+    """Runs planned but not finished yet (`ctx.unfinished`): not in any figure."""
     return [
         Flag(rid, "unfinished", "excluded", "not finished (no metrics.json yet), left out")
-        for rid in runs.attrs.get("unfinished") or []
+        for rid in ctx.unfinished
     ]
 
 
-def truncated_timeline_check(runs: pd.DataFrame) -> list[Flag]:
-    """Runs whose timeline is cut or ends before the last timed step (`timeline_truncated`)."""
+def truncated_timeline_check(
+    runs: pd.DataFrame, ctx: TableContext = NONE, cells: pd.DataFrame | None = None
+) -> list[Flag]:
+    """Runs whose timeline is cut or ends before the last timed step (`timeline_truncated`);
+    excluded unless `ctx.include_partial` (--include-partial-timelines)."""
     if "timeline_truncated" not in runs.columns:
         return []
-    kept = bool(runs.attrs.get(INCLUDE_PARTIAL))
+    kept = ctx.include_partial
     out = []
-    for _, row in runs[runs["timeline_truncated"].fillna(False).astype(bool)].iterrows():
+    cut = runs[runs["timeline_truncated"].fillna(False).astype(bool)]
+    for row in cut.to_dict("records"):
         cov = row.get("timeline_coverage")
         covers = "" if pd.isna(cov) else f" covers {100 * float(cov):.0f} % of the timed window"
         what = f"timeline{covers} (cut, or ends before the last timed step): "
@@ -85,21 +96,18 @@ def truncated_timeline_check(runs: pd.DataFrame) -> list[Flag]:
     return out
 
 
-def baseline_check(runs: pd.DataFrame) -> list[Flag]:
+def baseline_check(
+    runs: pd.DataFrame, ctx: TableContext = NONE, cells: pd.DataFrame | None = None
+) -> list[Flag]:
     """Runs in a group whose baseline cell has no valid result: no speedup or efficiency."""
     if runs.empty:
         return []
-    cells = derive(runs)
+    cells = _derived(runs, ctx, cells)
     bad = cells[cells["baseline_problem"].notna()]
     return [
-        Flag(
-            str(rid),
-            "no_baseline",
-            "excluded",
-            f"no speedup or efficiency: {row['baseline_problem']}",
-        )
-        for _, row in bad.iterrows()
-        for rid in row["run_ids"]
+        Flag(str(rid), "no_baseline", "excluded", f"no speedup or efficiency: {problem}")
+        for problem, ids in zip(bad["baseline_problem"], bad["run_ids"], strict=True)
+        for rid in ids
     ]
 
 
@@ -108,9 +116,8 @@ CHECKS += [unreadable_check, unfinished_check, truncated_timeline_check, baselin
 
 def without_partial_timelines(runs: pd.DataFrame, include: bool = False) -> pd.DataFrame:
     """The runs with truncated timelines' per-epoch figures set to NaN (shown as missing), unless
-    `include`; the choice is kept in `attrs` for the checks and the report to say."""
+    `include` (the choice travels in TableContext.include_partial for the checks to say)."""
     out = runs.copy()
-    out.attrs[INCLUDE_PARTIAL] = include
     if include or "timeline_truncated" not in out.columns:
         return out
     cut = out["timeline_truncated"].fillna(False).astype(bool)
@@ -137,19 +144,25 @@ def cell_flags(cells: pd.DataFrame, flags: Sequence[Flag]) -> pd.Series:
     return pd.Series([of(v) for v in cells["run_ids"]], index=cells.index, dtype=object)
 
 
-def overlap_check(runs: pd.DataFrame) -> list[Flag]:
+def overlap_check(
+    runs: pd.DataFrame, ctx: TableContext = NONE, cells: pd.DataFrame | None = None
+) -> list[Flag]:
     """Runs that shared their machine with another run of the table (analysis.contention)."""
     return [
         Flag(f.run_id, "overlap", "flagged", f.reason) for f in contention.overlap_findings(runs)
     ]
 
 
-def busy_check(runs: pd.DataFrame) -> list[Flag]:
+def busy_check(
+    runs: pd.DataFrame, ctx: TableContext = NONE, cells: pd.DataFrame | None = None
+) -> list[Flag]:
     """Runs measured while other processes took the CPUs they needed (analysis.contention)."""
     return [Flag(f.run_id, "busy", "flagged", f.reason) for f in contention.busy_findings(runs)]
 
 
-def superlinear_check(runs: pd.DataFrame) -> list[Flag]:
+def superlinear_check(
+    runs: pd.DataFrame, ctx: TableContext = NONE, cells: pd.DataFrame | None = None
+) -> list[Flag]:
     """Efficiency above 1, naming the cause when the baseline run is flagged overlap or busy."""
     if runs.empty or "run_id" not in runs.columns:
         return []
@@ -159,11 +172,13 @@ def superlinear_check(runs: pd.DataFrame) -> list[Flag]:
     )
     return [
         Flag(f.run_id, "superlinear", "flagged", f.reason)
-        for f in contention.superlinear_findings(derive(runs), tainted)
+        for f in contention.superlinear_findings(_derived(runs, ctx, cells), tainted)
     ]
 
 
-def input_bound_check(runs: pd.DataFrame) -> list[Flag]:
+def input_bound_check(
+    runs: pd.DataFrame, ctx: TableContext = NONE, cells: pd.DataFrame | None = None
+) -> list[Flag]:
     """Runs whose input pipeline alone (`input_images_per_s`, all ranks) delivers fewer images/s
     than the run trained at (cached data, or the pipeline limits the run), or at most
     INPUT_MARGIN above it (close to input-bound: a little more load and it would be). Flagged,
@@ -198,8 +213,20 @@ def _input_reason(pipeline: float, trained: float) -> str:
 CHECKS += [overlap_check, busy_check, superlinear_check, input_bound_check]
 
 
-def quality_flags(runs: pd.DataFrame) -> list[Flag]:
+def quality_flags(
+    runs: pd.DataFrame, ctx: TableContext = NONE, cells: pd.DataFrame | None = None
+) -> list[Flag]:
     """All flags of all registered checks, in check order. Checks see the frame `normalise`d
-    (the contract's columns filled, run ids as `derive` names them), its attrs kept."""
+    (the contract's columns filled, run ids as `derive` names them) and `ctx`, what travels
+    beside it (planned, unreadable and unfinished runs, the --include-partial-timelines
+    choice). `cells`: `derive(runs, planned=ctx.planned_frame)` when the caller has it (the
+    checks that need cells derive them once otherwise)."""
     runs = normalise(runs) if len(runs) else runs
-    return [flag for check in CHECKS for flag in check(runs)]
+    if cells is None and len(runs):
+        cells = derive(runs, planned=ctx.planned_frame)
+    return [flag for check in CHECKS for flag in check(runs, ctx, cells)]
+
+
+def _derived(runs: pd.DataFrame, ctx: TableContext, cells: pd.DataFrame | None) -> pd.DataFrame:
+    """The runs' cells on the default axis: `cells` when given, else derived."""
+    return cells if cells is not None else derive(runs, planned=ctx.planned_frame)

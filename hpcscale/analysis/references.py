@@ -26,6 +26,7 @@ import pandas as pd
 from pydantic import ValidationError
 
 from hpcscale.core.campaign import Reference
+from hpcscale.core.vocab import arg_columns
 from hpcscale.errors import UsageError
 
 ITEM_KEYS = frozenset(Reference.model_fields)
@@ -67,6 +68,7 @@ METRIC_UNITS: dict[str, str] = {
     "comm_s": "s",
     "wait_for_data_s": "s",
     "wait_for_other_tensor_data_s": "s",
+    "waits_in_comm_s": "s",
     "negotiate_s": "s",
     "transport_s": "s",
     "exact_compute_s": "s",
@@ -180,7 +182,7 @@ def _check_one(derived: pd.DataFrame, ref: Reference) -> list[ReferenceResult]:
     unit = f" {ref.unit}" if ref.unit else ""
     out = []
     for _, row in cells.iterrows():
-        cell = {k: row[k] for k in _IDENTITY if k in row.index}
+        cell = {k: row[k] for k in (*_IDENTITY, *swept_args(cells)) if k in row.index}
         ident = ", ".join(f"{k}={v}" for k, v in cell.items() if k not in ref.where)
         label = f"{name} ({ident})" if len(cells) > 1 and ident else name
         measured = float(row[ref.metric]) if pd.notna(row[ref.metric]) else None
@@ -220,6 +222,12 @@ def _unit_problem(ref: Reference) -> str | None:
         shown = "a plain ratio" if expected == "1" else expected
         return f"unit {ref.unit!r} does not match the metric, which is {shown}"
     return None
+
+
+def swept_args(cells: pd.DataFrame) -> list[str]:
+    """The workload arguments (`args.<name>`) that differ between the matched cells: part of
+    what names each of them."""
+    return [c for c in arg_columns(cells.columns) if cells[c].astype(str).nunique() > 1]
 
 
 def _matches(column: pd.Series, wanted: Any) -> pd.Series:

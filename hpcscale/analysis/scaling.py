@@ -47,10 +47,14 @@ def with_throughput(df: pd.DataFrame) -> pd.DataFrame:
     """Fill `images_per_s` where the run did not record it, from dataset_size / epoch_time_s.
 
     The harness's own figure wins: it counts the images an epoch actually processed, which
-    differs from the data set size when an epoch is a fixed number of steps."""
+    differs from the data set size when an epoch is a fixed number of steps. A collected run
+    (it has `steps_per_epoch`) whose figure is NaN had per-epoch lists that do not add up
+    (hpcscale.collect.rates): it stays NaN rather than get a guess."""
     out = df.copy()
-    fallback = throughput(out["dataset_size"], out["epoch_time_s"])
-    out["images_per_s"] = out["images_per_s"].fillna(pd.Series(fallback, index=out.index))
+    fallback = pd.Series(throughput(out["dataset_size"], out["epoch_time_s"]), index=out.index)
+    if "steps_per_epoch" in out.columns:
+        fallback = fallback.where(pd.to_numeric(out["steps_per_epoch"], errors="coerce").isna())
+    out["images_per_s"] = out["images_per_s"].fillna(fallback)
     return out
 
 

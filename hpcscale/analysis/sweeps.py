@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from hpcscale.analysis.baseline import CELL_KEYS
+from hpcscale.core.vocab import cell_keys
 
 
 def swept(cells: pd.DataFrame, cols: Sequence[str], free: Sequence[str] = ()) -> pd.DataFrame:
@@ -19,11 +19,25 @@ def swept(cells: pd.DataFrame, cols: Sequence[str], free: Sequence[str] = ()) ->
     that hold more than one combination of `cols`."""
     if cells.empty:
         return cells
-    keys = [k for k in CELL_KEYS if k not in cols and k not in free]
-    key = cells[keys].map(str).agg("|".join, axis=1)
-    combo = cells[list(cols)].map(str).agg("|".join, axis=1)
+    key = sweep_keys(cells, cols, free)
+    combo = joined(cells, list(cols))
     counts = combo.groupby(key).transform("nunique")
     return cells[counts > 1]
+
+
+def sweep_keys(cells: pd.DataFrame, cols: Sequence[str], free: Sequence[str] = ()) -> pd.Series:
+    """Per cell, a key shared by the cells equal in everything but `cols` (and `free`): one
+    sweep over `cols` per key."""
+    return joined(cells, [k for k in cell_keys(cells.columns) if k not in cols and k not in free])
+
+
+def joined(frame: pd.DataFrame, cols: Sequence[str]) -> pd.Series:
+    """Each row's values of `cols` as one text ("|"-joined, None and NaN as written), built a
+    column at a time: joining row by row (`agg(axis=1)`) made a Series per row."""
+    out = pd.Series("", index=frame.index, dtype=object)
+    for i, c in enumerate(cols):
+        out = (out + "|" if i else out) + frame[c].map(str).astype(object)
+    return out
 
 
 def scaled_groups(cells: pd.DataFrame) -> pd.DataFrame:

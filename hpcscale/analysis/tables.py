@@ -12,9 +12,9 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from hpcscale.analysis.intervals import LEVEL
+from hpcscale.analysis.intervals import LEVEL, pct
 from hpcscale.analysis.references import ReferenceResult, bounds, describe
-from hpcscale.core.vocab import term
+from hpcscale.core.vocab import arg_columns, term
 
 AXIS_LABELS: dict[str, str] = {"nodes": "Nodes", "ranks": "Ranks", "gpus": "# GPUs"}
 OVERLAP_DISPLAY: dict[str, str] = {
@@ -34,6 +34,10 @@ EXACT_DISPLAY: dict[str, str] = {
     "exact_overlap_s": term("exact_overlap_s").label,
     "exact_exposed_comm_s": term("exact_exposed_comm_s").label,
 }
+# Interval columns name their method and level (analysis.intervals; the table notes say more).
+SPEEDUP_CI = f"Speedup {pct(LEVEL)} CI (Welch t)"
+EFFICIENCY_CI = f"Efficiency {pct(LEVEL)} CI (Welch t)"
+IMAGES_CI = "Images/s interval of the median (order statistics; its level)"
 OVERHEAD_LABEL = "Scaling loss (seed 000 overhead, 1/E−1) (%)"
 COMM_SHARE_LABEL = "Comm. share of epoch (measured, Horovod timeline) (%)"
 _CROSS_DEVICE = {
@@ -55,8 +59,33 @@ def strategy_name(strategy: str, cross_device_ops: object, mpi: str) -> str:
     return f"Horovod ({mpi})"
 
 
+def swept_args(cells: pd.DataFrame) -> list[str]:
+    """The workload-argument columns (`args.<name>`) whose value differs between the rows: a
+    table shows each as a column of its own, named as the campaign names it."""
+    return [
+        c
+        for c in arg_columns(cells.columns)
+        if len({None if pd.isna(v) else v for v in cells[c]}) > 1
+    ]
+
+
+def with_args(out: pd.DataFrame, rows: pd.DataFrame, after: str = "Model") -> pd.DataFrame:
+    """`out` (one row per row of `rows`, in its order) with each swept argument's column
+    inserted after the column `after`."""
+    at = list(out.columns).index(after) + 1 if after in out.columns else 0
+    for i, col in enumerate(swept_args(rows)):
+        out.insert(at + i, col, rows[col].to_numpy(object))
+    return out
+
+
+def overhead_order(cells: pd.DataFrame) -> list[str]:
+    """The row order of `overhead_table` (shared with what adds columns to it)."""
+    return ["model", "strategy", "cross_device_ops", "mpi", *swept_args(cells), "axis_value"]
+
+
 def scaling_table(cells: pd.DataFrame) -> pd.DataFrame:
-    """Seed 001's weak/strong table plus speedup, efficiency and the repeat spread."""
+    """Seed 001's weak/strong table plus speedup, efficiency and the repeat spread; a swept
+    workload argument is a column after the model."""
     label = axis_label(cells)
     ordered = _ordered(cells, ["model", "device", "scaling", "group", "axis_value"])
     out = pd.DataFrame(
@@ -71,14 +100,18 @@ def scaling_table(cells: pd.DataFrame) -> pd.DataFrame:
             "Images/s": ordered["images_per_s"],
             "Fit time (s)": ordered["fit_time_s"],
             "Speedup": ordered["speedup"],
-            f"Speedup {LEVEL:.0%} CI": _ci(ordered, "speedup"),
+            SPEEDUP_CI: _ci(ordered, "speedup"),
             "Efficiency": ordered["efficiency"],
-            f"Efficiency {LEVEL:.0%} CI": _ci(ordered, "efficiency"),
+            EFFICIENCY_CI: _ci(ordered, "efficiency"),
             "Epoch time min (s)": ordered["epoch_time_s_min"],
             "Epoch time max (s)": ordered["epoch_time_s_max"],
             "Repeats": ordered["repeats"],
         }
     ).reset_index(drop=True)
+    if "images_per_s_lo" in ordered.columns and ordered["images_per_s_lo"].notna().any():
+        at = list(out.columns).index("Images/s") + 1
+        out.insert(at, IMAGES_CI, _with_level(ordered, "images_per_s"))
+    out = with_args(out, ordered)
     names = _strategy_names(ordered)
     if len(set(names)) > 1:  # the seeds' tables hold one strategy; say which when they differ
         out.insert(1, "Strategy", names)
@@ -91,8 +124,8 @@ def overhead_table(cells: pd.DataFrame) -> pd.DataFrame:
     (comm_s / epoch_time_s), and scaling efficiency per strategy."""
     label = axis_label(cells)
     scaled = cells[cells["scaling"].isin(["weak", "strong"])]
-    ordered = _ordered(scaled, ["model", "strategy", "cross_device_ops", "mpi", "axis_value"])
-    return pd.DataFrame(
+    ordered = _ordered(scaled, overhead_order(scaled))
+    out = pd.DataFrame(
         {
             "Model": ordered["model"],
             "Strategy": _strategy_names(ordered),
@@ -100,23 +133,25 @@ def overhead_table(cells: pd.DataFrame) -> pd.DataFrame:
             OVERHEAD_LABEL: ordered["overhead_pct"],
             COMM_SHARE_LABEL: 100.0 * ordered["comm_s"] / ordered["epoch_time_s"],
             "Efficiency": ordered["efficiency"],
-            f"Efficiency {LEVEL:.0%} CI": _ci(ordered, "efficiency"),
+            EFFICIENCY_CI: _ci(ordered, "efficiency"),
             "Speedup": ordered["speedup"],
-            f"Speedup {LEVEL:.0%} CI": _ci(ordered, "speedup"),
+            SPEEDUP_CI: _ci(ordered, "speedup"),
         }
     ).reset_index(drop=True)
+    return with_args(out, ordered, after="Strategy")
 
 
 def overlap_table(cells: pd.DataFrame) -> pd.DataFrame:
     """Seed 001's compute/communication overlap table, for cells that have a timeline."""
-    timed = _ordered(cells[cells["comm_s"].notna()], ["model", "axis_value", "scaling"])
+    timed = cells[cells["comm_s"].notna()]
+    timed = _ordered(timed, ["model", *swept_args(timed), "axis_value", "scaling"])
     lead = {
         axis_label(cells): timed["axis_value"],
         "Scaling": timed["scaling"].map({"strong": "S", "weak": "W", "none": "-"}),
         "Model": timed["model"],
         "Batch": timed["batch_per_rank"],
     }
-    return _with_overlap_columns(timed, lead)
+    return with_args(_with_overlap_columns(timed, lead), timed)
 
 
 def fusion_table(cells: pd.DataFrame) -> pd.DataFrame:
@@ -250,7 +285,8 @@ def time_to_target_table(cells: pd.DataFrame) -> pd.DataFrame:
     present, names the target of each row."""
     if cells.empty:
         return pd.DataFrame(columns=["Model", "Ranks", "Batch/rank"])
-    keys = ["target", "model", "device", "strategy", "ranks", "batch_per_rank", "global_batch"]
+    keys = ["target", "model", "device", "strategy", *swept_args(cells), "ranks"]
+    keys += ["batch_per_rank", "global_batch"]
     med = _ordered(cells, keys).reset_index(drop=True)
     nan = pd.Series(np.nan, index=med.index)
     out = pd.DataFrame(
@@ -267,6 +303,7 @@ def time_to_target_table(cells: pd.DataFrame) -> pd.DataFrame:
             "Repeats": med["repeats"],
         }
     )
+    out = with_args(out, med)
     if "target" in med.columns:
         out.insert(0, "Target", med["target"])
     return out
@@ -310,6 +347,17 @@ def _ci(rows: pd.DataFrame, metric: str) -> list[object]:
     return [
         f"[{a:.3g}, {b:.3g}]" if np.isfinite(a) and np.isfinite(b) else np.nan
         for a, b in zip(lo.astype(float), hi.astype(float), strict=True)
+    ]
+
+
+def _with_level(rows: pd.DataFrame, metric: str) -> list[object]:
+    """ "[lo, hi] (75 %)" per row: the interval with its own level (it depends on the repeats);
+    NaN without one."""
+    lo, hi = rows[f"{metric}_lo"].astype(float), rows[f"{metric}_hi"].astype(float)
+    level = rows.get(f"{metric}_level", pd.Series(np.nan, index=rows.index)).astype(float)
+    return [
+        f"[{a:.4g}, {b:.4g}] ({pct(c)})" if np.isfinite(a) and np.isfinite(b) else np.nan
+        for a, b, c in zip(lo, hi, level, strict=True)
     ]
 
 

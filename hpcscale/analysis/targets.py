@@ -24,8 +24,9 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 
-from hpcscale.analysis.baseline import CELL_KEYS, SHARED, aggregate_repeats
+from hpcscale.analysis.baseline import aggregate_repeats, shared_keys
 from hpcscale.analysis.frame import FrameError, normalise
+from hpcscale.core.vocab import cell_keys
 
 Goal = Literal["min", "max"]
 ACCURACY_COLUMNS: tuple[str, ...] = ("val_accuracy", "train_accuracy")
@@ -35,6 +36,7 @@ TARGET_SYNTAX = re.compile(
     r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*(<=|>=)\s*([-+]?[0-9.]+(?:[eE][-+]?[0-9]+)?)\s*$"
 )
 TARGET_HELP = "METRIC<=VALUE (a loss) or METRIC>=VALUE (an accuracy), e.g. 'g_loss<=1.2'"
+PLACEHOLDER_MARK = "[placeholder]"  # beside a target the campaign marks `placeholder: true`
 PLATEAU_WINDOW = 3
 PLATEAU_TOL = 0.01
 TARGET_COLUMNS: tuple[str, ...] = (
@@ -53,6 +55,7 @@ class TargetSpec:
     op: Literal["<=", ">="]
     value: float
     source: str = ""
+    placeholder: bool = False  # a stand-in value (the campaign's `placeholder: true`)
 
     @property
     def goal(self) -> Goal:
@@ -60,10 +63,12 @@ class TargetSpec:
 
     @property
     def text(self) -> str:
-        return f"{self.metric} {self.op} {self.value:g}"
+        """How every table, figure and caption names the target: a placeholder says so."""
+        mark = f" {PLACEHOLDER_MARK}" if self.placeholder else ""
+        return f"{self.metric} {self.op} {self.value:g}{mark}"
 
 
-def parse_target(text: str, source: str = "") -> TargetSpec:
+def parse_target(text: str, source: str = "", placeholder: bool = False) -> TargetSpec:
     """'g_loss<=1.2' -> TargetSpec; ValueError naming the syntax otherwise."""
     m = TARGET_SYNTAX.match(str(text))
     if not m:
@@ -73,7 +78,7 @@ def parse_target(text: str, source: str = "") -> TargetSpec:
     except ValueError:
         raise ValueError(f"target {text!r}: {m.group(3)!r} is not a number") from None
     op: Literal["<=", ">="] = "<=" if m.group(2) == "<=" else ">="
-    return TargetSpec(m.group(1), op, value, source)
+    return TargetSpec(m.group(1), op, value, source, placeholder)
 
 
 @dataclass(frozen=True)
@@ -161,13 +166,13 @@ def targets(
     tol: float = PLATEAU_TOL,
     goal: Goal = "min",
 ) -> pd.DataFrame:
-    """Per run: run_id, the cell's run fields (baseline.CELL_KEYS, so `fold_targets` can fold
+    """Per run: run_id, the cell's keys (`vocab.cell_keys`, so `fold_targets` can fold
     repeats like every other metric), repeat, epochs_to_target, time_to_target_s (when
     target_loss is given), plateau_epoch, time_to_plateau_s. Not reached: NaN. `loss_key` may
     name an accuracy column (val_accuracy, train_accuracy) as well as a loss; `goal` 'max'
     means at or above the target."""
     runs = normalise(df)
-    out = runs[["run_id", *CELL_KEYS, "repeat"]].copy()
+    out = runs[["run_id", *cell_keys(runs.columns), "repeat"]].copy()
     cols: dict[str, list[float]] = {name: [] for name in TARGET_COLUMNS}
     missing: list[FrameError] = []
     for _, run in runs.iterrows():
@@ -200,17 +205,18 @@ def targets(
 def fold_targets(per_run: pd.DataFrame) -> pd.DataFrame:
     """One row per cell, times to target as the median over repeats (with `_min`, `_max`,
     `repeats`): the same folding as every other metric, so cells that differ in any run field
-    (strategy, knobs, layout) stay apart."""
+    or workload argument (strategy, knobs, layout, args.lr) stay apart."""
     return aggregate_repeats(per_run, TARGET_COLUMNS)
 
 
 def target_lines(cells: pd.DataFrame) -> pd.Series:
     """A line number per folded cell for a plot against ranks: cells equal in everything but
-    the scale, holding the batch fixed that the scaling fixes (global for strong, per rank for
-    weak and none), numbered in sorted key order."""
+    the scale (workload arguments included), holding the batch fixed that the scaling fixes
+    (global for strong, per rank for weak and none), numbered in sorted key order."""
     fixed = cells["global_batch"].where(cells["scaling"] == "strong", cells["batch_per_rank"])
-    keyed = cells[list(SHARED)].assign(fixed_batch=fixed)
-    return keyed.groupby([*SHARED, "fixed_batch"], dropna=False, sort=True).ngroup()
+    shared = shared_keys(cells.columns)
+    keyed = cells[shared].assign(fixed_batch=fixed)
+    return keyed.groupby([*shared, "fixed_batch"], dropna=False, sort=True).ngroup()
 
 
 def choose_loss(losses: pd.Series) -> str | None:

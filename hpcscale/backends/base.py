@@ -143,6 +143,11 @@ class Backend(ABC):
     def describe(self, rendered: Sequence[Rendered], options: BackendOptions) -> list[str]:
         """The commands a submit would run, for a dry run."""
 
+    def outputs(self, row: RunRow) -> list[Path]:
+        """The files holding what a run of this backend printed, its own first (those that
+        exist): what `status` reads a failure's reason from and `logs` prints."""
+        return []
+
 
 def wants_submit(row: RunRow | None, force: bool) -> bool:
     """A run is submitted again only with force: failures go through resubmit."""

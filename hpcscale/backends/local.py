@@ -24,7 +24,7 @@ from hpcscale.backends.base import (
 )
 from hpcscale.core.render import Rendered
 from hpcscale.core.shell import quote
-from hpcscale.state.ledger import Ledger, pid_alive
+from hpcscale.state.ledger import Ledger, RunRow, pid_alive
 from hpcscale.state.lock import campaign_lock
 from hpcscale.state.states import RunState
 from hpcscale.util.logtail import tail as log_tail
@@ -247,6 +247,10 @@ class LocalBackend(Backend):
             stop_run(Path(row.run_dir))
             stopped.append(row.job_id or rid)
         return stopped
+
+    def outputs(self, row: RunRow) -> list[Path]:
+        log = Path(row.run_dir) / LOG_NAME
+        return [log] if log.is_file() else []
 
     def describe(self, rendered: Sequence[Rendered], options: BackendOptions) -> list[str]:
         lines = []

@@ -31,12 +31,12 @@ KNOB_COLUMNS = (*KNOBS, "epochs", "repeat")
 
 
 def validate(campaign: CampaignArg, system: SystemOpt = None) -> None:
-    """Check a campaign (schema, system profile and its template, every cell's arithmetic);
-    write nothing."""
+    """Check a campaign (schema, system profile and its template, every cell's arithmetic, the
+    data and weights paths its jobs read); write nothing."""
     with Activity(f"validate {Path(campaign).name}", thread=True):
-        p = api.plan(campaign, system=system)
+        p = api.validate(campaign, system=system)
     warn_if_large(p.campaign.name, len(p.runs))
-    for w in p.expansion.warnings:  # rules that drop nothing, or keep nothing
+    for w in p.expansion.warnings:  # rules that drop or keep nothing; paths it cannot see
         err_console.print(f"[yellow]warning:[/yellow] {escape(w)}", highlight=False)
     console.print(
         f"[green]ok[/green] {escape(campaign)}: campaign [bold]{escape(p.campaign.name)}[/bold] "

@@ -61,6 +61,8 @@ def timeline(
     for c in CATEGORIES:
         v = s.seconds(c)
         t.add_row(f"{c}_s", _seconds(v), f"{100 * v / span:.1f}" if span else "-")
+    for name, us in (("waits_s", s.waits_us), ("waits_in_comm_s", s.waits_in_comm_us)):
+        t.add_row(name, _seconds(us / 1e6), f"{100 * us / 1e6 / span:.1f}" if span else "-")
     t.add_row("span_s", _seconds(span), "100.0")
     t.show(console)
     coll = ", ".join(f"{k} {v}" for k, v in sorted(s.collectives.items())) or "none"

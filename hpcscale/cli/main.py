@@ -6,16 +6,16 @@ Every command is a thin wrapper; errors the user can fix print one line and exit
 from __future__ import annotations
 
 import sys
-from importlib import metadata
 from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
 
-from hpcscale import __version__
 from hpcscale.cli import campaign as campaign_cmds
 from hpcscale.cli import collect as collect_cmds
 from hpcscale.cli import compare as compare_cmds
+from hpcscale.cli import doctor as doctor_cmds
+from hpcscale.cli import init as init_cmds
 from hpcscale.cli import models as models_cmds
 from hpcscale.cli import report as report_cmds
 from hpcscale.cli import status as status_cmds
@@ -23,12 +23,15 @@ from hpcscale.cli import submit as submit_cmds
 from hpcscale.cli.cluster import app as cluster_app
 from hpcscale.cli.common import console, err_console
 from hpcscale.errors import HpcscaleError
+from hpcscale.version import hpcscale_version
 
 app = typer.Typer(
     name="hpcscale",
     help=(
         "Distributed deep-learning scaling studies from one campaign YAML.\n\n"
         "Typical session:\n\n"
+        "  hpcscale init                                # a starter campaign + profile here\n\n"
+        "  hpcscale doctor                              # can this machine run it?\n\n"
         "  hpcscale plan campaigns/quickstart.yaml      # what will run\n\n"
         "  hpcscale submit campaigns/quickstart.yaml    # render + submit (slurm or local)\n\n"
         "  hpcscale status quickstart                   # where each run is\n\n"
@@ -44,16 +47,9 @@ app = typer.Typer(
 _state = {"debug": False}
 
 
-def _version() -> str:
-    try:
-        return metadata.version("hpcscale")
-    except metadata.PackageNotFoundError:  # run from a source tree that is not installed
-        return __version__
-
-
 def _print_version(value: bool) -> None:
     if value:
-        console.print(f"hpcscale {_version()}", highlight=False)
+        console.print(f"hpcscale {hpcscale_version()}", highlight=False)
         raise typer.Exit()
 
 
@@ -88,12 +84,15 @@ def _flags_without_metavar() -> None:
 _flags_without_metavar()
 
 
+app.command()(init_cmds.init)
+app.command()(doctor_cmds.doctor)
 app.command()(campaign_cmds.validate)
 app.command()(campaign_cmds.plan)
 app.command()(campaign_cmds.render)
 app.command()(models_cmds.models)
 app.command()(submit_cmds.submit)
 app.command()(status_cmds.status)
+app.command()(status_cmds.logs)
 app.command()(submit_cmds.cancel)
 app.command()(submit_cmds.resubmit)
 app.command()(collect_cmds.collect)

@@ -79,7 +79,14 @@ def report(
     )
 
     for rep in result.reports:
-        _summary(rep).show(console)
+        if rep.name not in result.failed:
+            _summary(rep).show(console)
+    for name in result.failed:
+        err_console.print(
+            f"[red]{escape(name)}: no run finished; the report's Data quality section lists "
+            "each run with its state and reason[/red]",
+            highlight=False,
+        )
     for name in result.empty:
         console.print(f"[yellow]{name}: no finished runs yet, left out[/yellow]")
     failures = [
@@ -109,6 +116,8 @@ def report(
         raise HpcscaleError("; ".join(result.problems))
     if check and failures:
         raise HpcscaleError(f"{len(failures)} reference check(s) failed")
+    if check and result.failed:
+        raise HpcscaleError(f"--check: no run finished in {', '.join(result.failed)}")
 
 
 def _summary(rep: CampaignReport) -> Grid:

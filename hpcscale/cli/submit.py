@@ -24,7 +24,12 @@ NoArrayOpt = Annotated[
     bool, typer.Option("--no-array", help="slurm: one sbatch per run instead of job arrays")
 ]
 MaxParallelOpt = Annotated[
-    int | None, typer.Option(help="slurm: array throttle, at most N tasks at once (%N)", min=1)
+    int | None,
+    typer.Option(
+        help="slurm: at most N runs at once, over every sbatch of this submit (--follow's rounds "
+        "too): each array's %N, arrays one after another; with --no-array, N chains of jobs",
+        min=1,
+    ),
 ]
 
 

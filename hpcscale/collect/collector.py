@@ -22,6 +22,7 @@ import math
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -32,9 +33,10 @@ from hpcscale.analysis import (
     RUN_COLUMNS,
     TIMELINE_COLUMNS,
 )
+from hpcscale.analysis.context import TableContext
 from hpcscale.collect.run_row import TIMELINE_EXTRA, RunProblem, planned_row, run_row
 from hpcscale.core.paths import campaign_dir
-from hpcscale.core.vocab import CONTENTION_COLUMNS, QUALITY_COLUMNS
+from hpcscale.core.vocab import CONTENTION_COLUMNS, QUALITY_COLUMNS, arg_columns
 from hpcscale.errors import UsageError
 from hpcscale.formats.atomic import atomic_write
 from hpcscale.state.stale import stale_runs
@@ -43,18 +45,16 @@ RESULTS_PARQUET = "results.parquet"
 RESULTS_CSV = "results.csv"
 CACHE_FILE = ".collect-cache.json"
 # Bump when a row's content changes meaning: every cached row is then read again.
-COLLECTOR_VERSION = 6  # 2: model_family, program, run.json typed; 3: campaign_version
+COLLECTOR_VERSION = 8  # 2: model_family, program, run.json typed; 3: campaign_version
 # 4: contention columns (start/end times, machines, load); 5: timeline_truncated, _coverage
 # 6: train_loss, val_loss, input_images_per_s, params, sample_grids
+# 7: every run field of a cell (epochs from run.json, launcher, ...) and args.<name> columns
+# 8: images_per_s = images of the timed epochs / their time; waits_in_comm_s
 INPUT_FILES = ("run.json", "metrics.json", "timeline.json", "steps.json")
 
 EXTRA_COLUMNS = (
-    "system",
-    "program",
     "model_family",
-    "epochs",
     "steps_per_epoch",
-    "timeline",
     "step_time_p50_ms",
     "run_dir",
     "campaign_version",
@@ -96,11 +96,30 @@ class Collected:
     # run fields (run.json) of every run the campaign planned, finished or not: which cell is
     # each group's baseline does not depend on which runs happened to finish
     planned: list[dict[str, Any]] = field(default_factory=list)
+    stale_included: bool = False  # stale runs are in `rows` (include_stale)
 
     @property
     def unreadable(self) -> list[Problem]:
         """Runs that finished but whose results cannot be read (left out of the table)."""
         return [p for p in self.problems if not p.partial]
+
+    @cached_property
+    def frame(self):  # -> pd.DataFrame
+        """The tidy table of `rows` (`frame_of`), built once."""
+        return frame_of(self.rows)
+
+    @property
+    def context(self) -> TableContext:
+        """What travels beside the table (planned, problems, unfinished, stale runs), for the
+        report and compare: typed, never in the frame's `attrs` (see analysis.context)."""
+        return TableContext.of(
+            planned=self.planned,
+            problems=[(p.run_id, p.reason) for p in self.problems],
+            unreadable=[(p.run_id, p.reason) for p in self.unreadable],
+            unfinished=self.unfinished,
+            stale=self.stale,
+            stale_included=self.stale_included,
+        )
 
     @property
     def parquet(self) -> Path:
@@ -169,6 +188,7 @@ def collect_campaign(
     cache_path = cdir / CACHE_FILE
     cache = _load_cache(cache_path)
     out = Collected(cdir.name, cdir, rows=[], stale=[d.name for d in dirs if d.name in stale])
+    out.stale_included = include_stale
     todo: list[tuple[Path, list[list[int]]]] = []
     fresh: dict[str, Any] = {}
     if not include_stale:  # left out, their cache entries kept for when they come back
@@ -246,22 +266,43 @@ def _progress(items: list[Any], enabled: bool, label: str) -> Iterable[Any]:
 
 
 def frame_of(rows: list[dict[str, Any]]):  # -> pd.DataFrame
-    """Rows as a DataFrame with the contract's columns first (missing ones as NaN/None)."""
+    """Rows as a DataFrame with the contract's columns first (missing ones as NaN/None), then
+    the workload arguments (`args.<name>`, None where a run has no such argument)."""
     import pandas as pd
 
     df = pd.DataFrame(rows)
     cols = [c for c in COLUMNS if c not in df.columns]
     for c in cols:
         df[c] = None if c in LIST_COLUMNS else NAN
-    rest = [c for c in df.columns if c not in COLUMNS]
-    return df[[*COLUMNS, *rest]]
+    args = list(arg_columns(df.columns))
+    for c in args:
+        df[c] = _one_type(df[c])
+    rest = [c for c in df.columns if c not in COLUMNS and c not in args]
+    return df[[*COLUMNS, *args, *rest]]
+
+
+def _one_type(values):  # pd.Series -> pd.Series
+    """An argument column Parquet can store: numbers (bools apart) or text as they are, a mix
+    of kinds as text (`1` and `'auto'` -> '1', 'auto'); missing values stay None."""
+
+    def missing(v: Any) -> bool:
+        return v is None or (isinstance(v, float) and math.isnan(v))
+
+    kinds = {
+        "bool" if isinstance(v, bool) else "number" if isinstance(v, int | float) else "text"
+        for v in values
+        if not missing(v)
+    }
+    if len(kinds) <= 1:
+        return values
+    return values.map(lambda v: None if missing(v) else str(v)).astype(object)
 
 
 def write_results(out: Collected) -> None:
     """`results.parquet` (native list/dict columns) and `results.csv` (those as JSON text)."""
     import io
 
-    df = frame_of(out.rows)
+    df = out.frame
     buf = io.BytesIO()
     df.to_parquet(buf, index=False)
     atomic_write(out.parquet, buf.getvalue())
@@ -272,17 +313,10 @@ def write_results(out: Collected) -> None:
 
 
 def collect(campaign_dir: str | os.PathLike[str], timeline: bool, **options: bool):
-    """Collect one campaign directory (`options`: collect_campaign's progress, include_stale);
-    the tidy table, problems in `df.attrs["problems"]`, stale runs in `df.attrs["stale"]`."""
-    res = collect_campaign(campaign_dir, timeline=timeline, **options)
-    df = frame_of(res.rows)
-    df.attrs["problems"] = [(p.run_id, p.reason) for p in res.problems]
-    df.attrs["unreadable"] = [(p.run_id, p.reason) for p in res.unreadable]
-    df.attrs["planned"] = list(res.planned)
-    df.attrs["unfinished"] = list(res.unfinished)
-    df.attrs["stale"] = list(res.stale)
-    df.attrs["stale_included"] = bool(options.get("include_stale"))
-    return df
+    """Collect one campaign directory (`options`: collect_campaign's progress, include_stale)
+    and return its tidy table. Problems, planned, unfinished and stale runs are in the
+    `Collected` that `collect_campaign` returns (`.context`), not in the frame's `attrs`."""
+    return collect_campaign(campaign_dir, timeline=timeline, **options).frame
 
 
 def load_results(campaign: str | os.PathLike[str], workdir: str | os.PathLike[str] | None = None):

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from hpcscale.analysis import EXACT_COLUMNS, RUN_COLUMNS, TIMELINE_COLUMNS
+from hpcscale.collect.rates import throughput
 from hpcscale.collect.split import Steps, exact_split, load_steps
 from hpcscale.collect.timeline import (
     NO_COLLECTIVES,
@@ -18,6 +19,7 @@ from hpcscale.collect.timeline import (
     TimelineSummary,
     parse_timeline,
 )
+from hpcscale.core.vocab import args_as_columns
 from hpcscale.errors import HpcscaleError
 from hpcscale.formats.metrics import Metrics, load_metrics
 from hpcscale.formats.run_record import RunRecord, load_run_record
@@ -53,7 +55,13 @@ def planned_row(run_dir: Path) -> dict[str, Any] | None:
         rec = _read_run_json(run_dir / "run.json")
     except RunProblem:
         return None
-    return {col: getattr(rec, col, None) for col in RUN_COLUMNS}
+    return run_fields(rec)
+
+
+def run_fields(rec: RunRecord) -> dict[str, Any]:
+    """The run's fields as table columns: run.json's fields, then each workload argument as
+    `args.<name>` (what tells a run's cell apart, besides its fields)."""
+    return {**{col: getattr(rec, col, None) for col in RUN_COLUMNS}, **args_as_columns(rec.args)}
 
 
 def _mean(values: Iterable[float]) -> float:
@@ -97,10 +105,12 @@ def run_row(run_dir: Path, timeline: bool) -> tuple[dict[str, Any], list[str]]:
         m = load_metrics(metrics_path)
     except HpcscaleError as exc:
         raise RunProblem(str(exc)) from exc
-    row: dict[str, Any] = {col: getattr(rec, col, None) for col in RUN_COLUMNS}
+    row: dict[str, Any] = run_fields(rec)
+    # images of the timed epochs / their time (hpcscale.collect.rates), not a mean of rates
+    rate = throughput(m.epoch_time_s, m.images_per_s, m.global_batch * m.steps_per_epoch, m.epochs)
     row.update(
         epoch_time_s=_mean(m.epoch_time_s),
-        images_per_s=_mean(m.images_per_s),
+        images_per_s=rate.value,
         fit_time_s=m.fit_time_s,
         param_count=m.param_count,
         dataset_size=m.dataset_size,
@@ -116,7 +126,6 @@ def run_row(run_dir: Path, timeline: bool) -> tuple[dict[str, Any], list[str]]:
         system=rec.system,
         program=rec.program,
         model_family=m.workload,
-        epochs=m.epochs,
         steps_per_epoch=m.steps_per_epoch,
         timeline=rec.timeline,
         step_time_p50_ms=m.step_time.p50_ms,
@@ -128,9 +137,9 @@ def run_row(run_dir: Path, timeline: bool) -> tuple[dict[str, Any], list[str]]:
     row["timeline_truncated"] = False
     row["timeline_coverage"] = NAN
     row.update(contention_columns(m))
-    notes: list[str] = []
+    notes: list[str] = [] if rate.problem is None else [rate.problem]
     if timeline:
-        notes = _timeline_columns(run_dir, row, m.epochs, m.epochs * m.steps_per_epoch)
+        notes += _timeline_columns(run_dir, row, m.epochs, m.epochs * m.steps_per_epoch)
     return row, notes
 
 
@@ -173,6 +182,13 @@ def _timeline_columns(run_dir: Path, row: dict[str, Any], epochs: int, steps: in
         row[f"{key}_s"] = s.seconds(key) / per_epoch
     for key in ("transport", "queue", "memcpy"):
         row[f"{key}_s"] = s.seconds(key) / per_epoch
+    # the two waits unioned in time, inside communication (hpcscale.analysis.overlap)
+    row["waits_in_comm_s"] = s.waits_in_comm_us / 1e6 / per_epoch
+    if s.waits_us > s.waits_in_comm_us:
+        notes.append(
+            f"timeline.json: {(s.waits_us - s.waits_in_comm_us) / 1e6:.6g} s of waiting for data "
+            "outside any closed collective (never closed?): left out of the overlap"
+        )
     row["span_s"] = s.span_us / 1e6
     row["allreduce_bytes_per_step"] = s.allreduce_bytes / max(steps, 1)
     bw = s.bus_bandwidth_gbs()

@@ -9,7 +9,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from hpcscale.core import workloads
-from hpcscale.core.system import System, load_system
+from hpcscale.core.system import SetupLine, System, load_system, sbatch_safe
 from hpcscale.core.validation import did_you_mean, validate
 from hpcscale.core.vocab import (
     ARGS_PREFIX,
@@ -22,6 +22,7 @@ from hpcscale.core.vocab import (
     TABLE_RUN_FIELDS,
     TIMELINE_COLUMNS,
     Scaling,
+    is_arg_column,
 )
 from hpcscale.core.yamlsrc import KeyPath, Source, load_yaml
 
@@ -105,6 +106,24 @@ class Reference(BaseModel):
     unit: str = ""
 
 
+class Target(BaseModel):
+    """A training target (`METRIC<=VALUE` or `METRIC>=VALUE`). `placeholder: true` says the value
+    stands in for one the study did not give: the report labels it "placeholder" wherever it is
+    shown, so a time to it is never read as the study's."""
+
+    model_config = ConfigDict(extra="forbid")
+    target: str
+    placeholder: bool = False
+
+    @field_validator("target")
+    @classmethod
+    def _syntax(cls, v: str) -> str:
+        from hpcscale.analysis.targets import parse_target  # pandas: only with targets
+
+        parse_target(v)  # ValueError: located by `validate` at targets[i]
+        return v
+
+
 class Matrix(BaseModel):
     """Axes are free-form (checked by expand); the rules are typed here."""
 
@@ -128,20 +147,32 @@ class Campaign(BaseModel):
     )
     collect: Collect = Field(default_factory=Collect)
     references: list[Reference] = Field(default_factory=list)
-    targets: list[str] = Field(
+    targets: list[Target] = Field(
         default_factory=list,
         description="training targets for the report's time to target: 'METRIC<=VALUE' (a loss) "
-        "or 'METRIC>=VALUE' (an accuracy), e.g. 'g_loss<=1.2'",
+        "or 'METRIC>=VALUE' (an accuracy), e.g. 'g_loss<=1.2'; or {target: 'g_loss<=1.2', "
+        "placeholder: true} for a stand-in value, which the report labels as one",
+    )
+    # site options over the system profile's (SITE_OPTIONS); setup lines add to the profile's
+    exclusive: bool | None = Field(default=None, description="#SBATCH --exclusive, or not")
+    qos: str | None = Field(default=None, description="#SBATCH --qos, over the profile's")
+    constraint: str | None = Field(default=None, description="#SBATCH --constraint")
+    reservation: str | None = Field(default=None, description="#SBATCH --reservation")
+    setup: list[SetupLine] = Field(
+        default_factory=list,
+        description="shell lines run before the launch, after the profile's, as written",
     )
 
-    @field_validator("targets")
+    @field_validator("qos", "constraint", "reservation")
     @classmethod
-    def _targets(cls, v: list[str]) -> list[str]:
-        from hpcscale.analysis.targets import parse_target  # pandas: only with targets
+    def _sbatch_safe(cls, v: str | None) -> str | None:
+        return None if v is None else sbatch_safe(v)
 
-        for text in v:
-            parse_target(text)  # ValueError: located by `validate` at targets[i]
-        return v
+    @field_validator("targets", mode="before")
+    @classmethod
+    def _target_texts(cls, v: Any) -> Any:
+        """A plain 'g_loss<=1.2' is a target the study set (not a placeholder)."""
+        return [{"target": t} if isinstance(t, str) else t for t in v] if isinstance(v, list) else v
 
     @field_validator("name")
     @classmethod
@@ -188,6 +219,7 @@ def load_campaign(path: str | Path, system: str | Path | None = None) -> LoadedC
         profile = load_system(
             campaign.system, relative_to=path.parent, where=(str(path), src.line_of(("system",)))
         )
+    profile = with_site_options(profile, campaign)
     decl = workloads.declared(profile.jobs_dir)
     check_workload(campaign, src, decl)
     for axis, values in campaign.axes().items():
@@ -200,6 +232,22 @@ def load_campaign(path: str | Path, system: str | Path | None = None) -> LoadedC
             check_axis(axis, [], ("matrix", "exclude", i, axis), src, decl)
     check_references(campaign, src)
     return LoadedCampaign(campaign=campaign, system=profile, path=path, source=src)
+
+
+# Campaign keys that replace the profile's value when set (beside `setup`, which appends).
+SITE_OPTIONS = ("exclusive", "qos", "constraint", "reservation")
+
+
+def with_site_options(profile: System, c: Campaign) -> System:
+    """The profile as this campaign's runs see it: its own `exclusive`, `qos`, `constraint`
+    and `reservation` where it sets them, its `setup` lines after the profile's. Both sides
+    were checked when loaded, so the copy needs no validation again."""
+    update: dict[str, Any] = {
+        key: getattr(c, key) for key in SITE_OPTIONS if getattr(c, key) is not None
+    }
+    if c.setup:
+        update["setup"] = [*profile.setup, *c.setup]
+    return profile.model_copy(update=update) if update else profile
 
 
 def check_workload(c: Campaign, src: Source, decl: workloads.Declaration) -> None:
@@ -288,13 +336,22 @@ def check_references(c: Campaign, src: Source) -> None:
                 f"metrics: {', '.join(sorted(m for m in metrics if not m.endswith(_SPREAD)))} "
                 "(and <metric>_min, <metric>_max)",
             )
+        # the workload arguments the campaign sets: each is a column `args.<name>` of the results
+        known = (*REFERENCE_KEYS, *_set_args(c))
         for key in ref.where:
-            if key not in REFERENCE_KEYS:
+            if key not in known:
                 raise src.error(
                     ("references", i, "where", key),
-                    f"unknown where key {key!r}{did_you_mean(key, REFERENCE_KEYS)}; "
-                    f"keys: {', '.join(REFERENCE_KEYS)}",
+                    f"unknown where key {key!r}{did_you_mean(key, known)}; "
+                    f"keys: {', '.join(known)}",
                 )
+
+
+def _set_args(c: Campaign) -> list[str]:
+    """`args.<name>` of every workload argument the campaign sets (fixed or in its matrix)."""
+    axes = [*c.axes(), *(a for group in c.matrix.zip for a in group)]
+    names = [ARGS_PREFIX + k for k in c.workload.args] + [a for a in axes if is_arg_column(a)]
+    return sorted(set(names))
 
 
 _SPREAD = ("_min", "_max")

@@ -9,16 +9,16 @@ from pathlib import Path
 
 from hpcscale.core.run import Run
 from hpcscale.core.scaling import fusion_threshold_bytes
-from hpcscale.core.system import System
+from hpcscale.core.system import System, python_of
 from hpcscale.formats.job_cli import job_argv
-from hpcscale.launchers import python_of
+from hpcscale.resources import jobs_dir
 
-REPO_JOBS = Path(__file__).resolve().parents[2] / "jobs"
+JOBS_DIR = jobs_dir()  # the bundled programs (hpcscale.resources: installed or checkout)
 
 
 @lru_cache(maxsize=256)
 def _program_path(jobs_dir: str | None, program: str) -> str:
-    return str((Path(jobs_dir) if jobs_dir else REPO_JOBS) / f"{program}.py")
+    return str((Path(jobs_dir) if jobs_dir else JOBS_DIR) / f"{program}.py")
 
 
 def program_argv(run: Run, system: System, run_dir: str | Path) -> list[object]:

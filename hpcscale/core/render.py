@@ -21,6 +21,7 @@ import msgspec
 
 from hpcscale.core.gcpause import gc_paused
 from hpcscale.core.job_command import horovod_env, program_argv
+from hpcscale.core.launch import launch_argv, needs_hostfile
 from hpcscale.core.paths import campaign_dir
 from hpcscale.core.run import Run
 from hpcscale.core.shell import SBATCH_SAFE, Shell, join, quote
@@ -29,7 +30,7 @@ from hpcscale.core.templates import environment, template_problem
 from hpcscale.errors import UsageError
 from hpcscale.formats.atomic import atomic_write
 from hpcscale.formats.run_record import VERSIONS_DIR, campaign_version_of, encode_run_record
-from hpcscale.launchers import launch_argv, needs_hostfile
+from hpcscale.version import hpcscale_version
 
 Progress = Callable[[int, int], None]  # (runs done, runs in all)
 
@@ -105,6 +106,10 @@ def render_run(run: Run, system: System, run_dir: Path, rid: str | None = None) 
         "launch": launch_text,
         "program": program_text,
         "needs_hostfile": needs_hostfile(run, system),
+        "gpu_option": system.gpu_option(run.gpus_per_node),
+        # the user's own shell lines, printed as given: Shell, so never quoted (and a printed
+        # value is never evaluated as a template, so `{{ ... }}` in them stays text)
+        "setup": [Shell(line) for line in system.setup],
         "quote": quote,
     }
     script = _render_template(_template(system), context)
@@ -130,10 +135,12 @@ def _render_template(template: jinja2.Template, context: dict[str, Any]) -> str:
 
 
 def _files(r: Rendered, version: str | None = None) -> tuple[tuple[str, bytes, int], ...]:
-    """The run's files; run.json names the campaign file `version` that rendered it."""
+    """The run's files; run.json names the campaign file `version` and the hpcscale that
+    rendered it."""
     rec = r.run.as_record(r.run_dir.name)
     if version is not None:
         rec["campaign_version"] = version
+    rec["hpcscale_version"] = hpcscale_version()
     record = encode_run_record(rec)
     return (("job.sbatch", r.script.encode(), 0o755), ("run.json", record, 0o644))
 
@@ -316,8 +323,10 @@ def render_all(
     stage = None if runs_dir.exists() else runs_dir.with_name(f".runs.staging-{os.getpid()}")
     n = render_workers(len(runs), workers)
     version = campaign_version_of(campaign_yaml)
-    # directories a failed first render must not leave behind (empty, but still a campaign)
-    made = [d for d in (cdir.parent, cdir) if not d.exists()]
+    # what a failed first render must not leave behind: its directories (empty, but still a
+    # campaign) and the campaign file it kept, unless another render made the campaign meanwhile
+    made = [d for d in (cdir.parent, cdir, cdir / VERSIONS_DIR) if not d.exists()]
+    kept: list[Path] = []
     with gc_paused():
         try:
             if stage is not None:
@@ -330,7 +339,10 @@ def render_all(
                 rendered = _render_slice(runs, system, runs_dir, stage, version, tick)
             if progress is not None:
                 progress(len(runs), len(runs))
-            keep_version(cdir, version, campaign_yaml)
+            if keep_version(cdir, version, campaign_yaml):
+                kept.append(cdir / VERSIONS_DIR / f"{version}.yaml")
+            if not (cdir / "campaign.yaml").exists():
+                kept.append(cdir / "campaign.yaml")
             atomic_write(cdir / "campaign.yaml", campaign_yaml, 0o644)
             if stage is not None:
                 try:
@@ -342,6 +354,8 @@ def render_all(
         except BaseException:
             if stage is not None:
                 shutil.rmtree(stage, ignore_errors=True)
+                for path in kept if not runs_dir.exists() else []:
+                    path.unlink(missing_ok=True)
             for d in reversed(made):
                 with contextlib.suppress(OSError):  # not empty: another render's, keep it
                     d.rmdir()
@@ -354,12 +368,13 @@ def render_all(
     return rendered
 
 
-def keep_version(cdir: Path, version: str, text: str) -> None:
+def keep_version(cdir: Path, version: str, text: str) -> bool:
     """versions/<version>.yaml, written once: complete (a temp file, then a hard link, which
-    fails rather than replace) and never overwritten, so the runs naming it keep their file."""
+    fails rather than replace) and never overwritten, so the runs naming it keep their file.
+    True when this call wrote it."""
     path = cdir / VERSIONS_DIR / f"{version}.yaml"
     if path.exists():
-        return
+        return False
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
@@ -367,8 +382,9 @@ def keep_version(cdir: Path, version: str, text: str) -> None:
         try:
             os.link(tmp, path)
         except FileExistsError:  # another render kept the same text meanwhile
-            pass
+            return False
         except OSError:  # no hard links here: same name, same text, so a rename is as good
             os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
+    return True

@@ -9,10 +9,19 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    field_validator,
+    model_validator,
+)
 
 from hpcscale.core.shell import ENV_NAME, SBATCH_SAFE
 from hpcscale.core.templates import template_problem
@@ -20,14 +29,27 @@ from hpcscale.core.validation import did_you_mean, validate
 from hpcscale.core.vocab import Device
 from hpcscale.core.yamlsrc import Source, load_yaml
 from hpcscale.errors import InputError
+from hpcscale.resources import systems_dir, templates_dir
 
 if TYPE_CHECKING:
     from hpcscale.core.run import Run
 
-SHIPPED_DIR = Path(__file__).resolve().parents[1] / "systems"
+SHIPPED_DIR = systems_dir()
 
 Scheduler = Literal["slurm", "local"]
-REPO_TEMPLATES = Path(__file__).resolve().parents[2] / "templates"
+
+
+def _setup_line(line: str) -> str:
+    """Setup lines are the user's own shell, written as given; only a NUL (which bash cannot
+    read) is refused, and an empty line, which says nothing."""
+    if "\0" in line or not line.strip():
+        raise ValueError(f"setup line {line!r} is empty or holds a NUL character")
+    return line
+
+
+# one line of `setup:` (profile or campaign), checked where it stands (setup[i])
+SetupLine = Annotated[str, AfterValidator(_setup_line)]
+TEMPLATES_DIR = templates_dir()  # the shipped templates (hpcscale.resources: installed or checkout)
 
 
 def _known_launcher(name: str | None) -> str | None:
@@ -70,7 +92,7 @@ class PartitionRule(BaseModel):
     @field_validator("name")
     @classmethod
     def _name(cls, v: str) -> str:
-        return _sbatch_safe(v)
+        return sbatch_safe(v)
 
     @model_validator(mode="after")
     def _range(self) -> PartitionRule:
@@ -143,6 +165,24 @@ class System(BaseModel):
     )
     account: str | None = None
     qos: str | None = None
+    constraint: str | None = Field(default=None, description="#SBATCH --constraint (features)")
+    reservation: str | None = Field(default=None, description="#SBATCH --reservation")
+    exclusive: bool = Field(
+        default=False, description="#SBATCH --exclusive: no other job shares a run's nodes"
+    )
+    gpu_request: Literal["gpus_per_node", "gres"] = Field(
+        default="gpus_per_node",
+        description="how GPUs are asked for: --gpus-per-node=N, or --gres=gpu:N where the site "
+        "has no select/cons_tres",
+    )
+    gres_type: str | None = Field(
+        default=None, description="GPU type: --gres=gpu:TYPE:N (or --gpus-per-node=TYPE:N)"
+    )
+    setup: list[SetupLine] = Field(
+        default_factory=list,
+        description="shell lines run before the launch, written as given (not quoted, "
+        "not a template)",
+    )
     python: str = Field(default="python3", description="'auto' = the interpreter running hpcscale")
     jobs_dir: str | None = Field(default=None, description="where jobs/ lives on the cluster")
     modules: list[str] = Field(default_factory=list)
@@ -162,12 +202,24 @@ class System(BaseModel):
         description="SLURM array throttle (%N) unless the campaign or `submit --max-parallel` "
         "sets one: at most N runs at once (1 where runs share one machine)",
     )
+    runs_here: bool | None = Field(
+        default=None,
+        description="the jobs run on this machine, so `validate` and `submit` can check that "
+        "the data and weights paths they read exist (default: yes for scheduler: local)",
+    )
     _source: Source | None = PrivateAttr(default=None)  # the profile file, for located errors
 
-    @field_validator("partition", "account", "qos")
+    @field_validator("partition", "account", "qos", "constraint", "reservation")
     @classmethod
     def _sbatch_safe(cls, v: str | None) -> str | None:
-        return None if v is None else _sbatch_safe(v)
+        return None if v is None else sbatch_safe(v)
+
+    @field_validator("gres_type")
+    @classmethod
+    def _gres_type(cls, v: str | None) -> str | None:
+        if v is not None and not GRES_TYPE.match(v):
+            raise ValueError(f"{v!r} is not a GPU type name (letters, digits, _ . -)")
+        return v
 
     @field_validator("sbatch_options")
     @classmethod
@@ -222,6 +274,21 @@ class System(BaseModel):
         own, theirs = _on(self, run.device), _on(flavour, run.device)
         return {**self.env, **own.env, **flavour.env, **theirs.env}
 
+    def gpu_option(self, gpus_per_node: int) -> str | None:
+        """The #SBATCH option asking for a run's GPUs, as the site accepts it (None: none)."""
+        if not gpus_per_node:
+            return None
+        count = f"{self.gres_type}:{gpus_per_node}" if self.gres_type else str(gpus_per_node)
+        if self.gpu_request == "gres":
+            return f"--gres=gpu:{count}"
+        return f"--gpus-per-node={count}"
+
+    @property
+    def jobs_run_here(self) -> bool:
+        """Whether a job's paths are this machine's paths (`runs_here`, else a local
+        scheduler): only then can a missing data path be told before anything runs."""
+        return self.scheduler == "local" if self.runs_here is None else self.runs_here
+
     @property
     def allocates_nodes(self) -> bool:
         """Jobs run inside a scheduler allocation whose hosts the job script must read; the
@@ -231,7 +298,7 @@ class System(BaseModel):
     def template_dirs(self) -> list[Path]:
         """Where the job template is looked up: the profile's own directory first."""
         own = [Path(self.templates)] if self.templates else []
-        return [*own, REPO_TEMPLATES]
+        return [*own, TEMPLATES_DIR]
 
 
 def _on(holder: System | Flavour, device: str) -> DeviceSettings:
@@ -239,10 +306,19 @@ def _on(holder: System | Flavour, device: str) -> DeviceSettings:
     return settings
 
 
-def _sbatch_safe(v: str) -> str:
+def sbatch_safe(v: str) -> str:
+    """`v` as it may stand on an #SBATCH line (sbatch parses those, not a shell)."""
     if not SBATCH_SAFE.match(v):
         raise ValueError(f"{v!r} must contain only letters, digits and _.:,@%+=/-")
     return v
+
+
+GRES_TYPE = re.compile(r"^[A-Za-z0-9_.-]+$")
+
+
+def python_of(system: System) -> str:
+    """The interpreter the job runs with ('auto': the one running hpcscale)."""
+    return sys.executable if system.python == "auto" else system.python
 
 
 def _check_env(env: dict[str, str | int | float]) -> dict[str, str | int | float]:

@@ -7,6 +7,7 @@ import from here, so a knob added or renamed here is known everywhere at once.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal, get_args
 
@@ -21,7 +22,7 @@ STRATEGIES: tuple[str, ...] = get_args(Strategy)
 CROSS_DEVICE_OPS: tuple[str, ...] = get_args(CrossDeviceOps)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Term:
     """One named quantity. `type` is the JSON type of its values ("int", "float", "bool", "str",
     "list"); `label` is what a table or axis shows; `unit` is empty for counts and names."""
@@ -124,10 +125,13 @@ AXES: tuple[str, ...] = tuple(AXIS_TERMS)
 ARGS_PREFIX = "args."
 
 # ---- Result columns of the tidy table (one row per run)
-# Run fields the table carries (from run.json).
+# Run fields the table carries (from run.json); every workload argument comes beside them as a
+# column `args.<name>` (`arg_column`).
 TABLE_RUN_FIELDS: tuple[str, ...] = (
     "run_id",
     "campaign",
+    "system",
+    "program",
     "model",
     "scaling",
     "device",
@@ -135,12 +139,60 @@ TABLE_RUN_FIELDS: tuple[str, ...] = (
     "tasks_per_node",
     "threads_per_task",
     "gpus_per_node",
+    "replicas_per_task",
     "ranks",
     "batch_per_rank",
     "global_batch",
     *KNOBS,
+    "launcher",
+    "epochs",
+    "timeline",
+    "mark_cycles",
+    "time_limit_min",
     "repeat",
 )
+# ---- A cell: the runs that differ only in their repeat (and so their seed). Its identity is
+# every resolved setting of the run: these fields (`ranks` and `gpus` follow from the layout,
+# carried for the tables) plus every workload argument column present (`cell_keys`).
+CELL_FIELDS: tuple[str, ...] = (
+    *(f for f in TABLE_RUN_FIELDS if f not in ("run_id", "repeat")),
+    "gpus",
+)
+
+
+def arg_column(name: str) -> str:
+    """The table column of workload argument `name` (`args.lr`), as a matrix axis names it."""
+    return ARGS_PREFIX + name
+
+
+def is_arg_column(column: object) -> bool:
+    return isinstance(column, str) and column.startswith(ARGS_PREFIX) and column != ARGS_PREFIX
+
+
+def arg_columns(columns: Iterable[object]) -> tuple[str, ...]:
+    """The workload-argument columns among `columns`, sorted by name."""
+    return tuple(sorted({c for c in columns if is_arg_column(c)}))  # type: ignore[misc]
+
+
+def cell_keys(columns: Iterable[object]) -> tuple[str, ...]:
+    """The columns that tell cells apart in a frame with these columns: CELL_FIELDS and every
+    `args.<name>` column (a run without that argument has None there)."""
+    return (*CELL_FIELDS, *arg_columns(columns))
+
+
+def args_as_columns(args: Mapping[str, object]) -> dict[str, object]:
+    """A run's workload arguments as table cells: `{"args.lr": 0.002, ...}`. A value that is
+    not a scalar (possible only for a jobs directory without a manifest) becomes its JSON text,
+    so every cell is hashable and the row still tells the runs apart."""
+    import json
+
+    scalar = (str, int, float, bool, type(None))
+    return {
+        arg_column(k): v if isinstance(v, scalar) else json.dumps(v, sort_keys=True)
+        for k, v in args.items()
+    }
+
+
 # Columns the table adds about a run beyond its fields.
 EXTRA_TERMS = _terms(
     Term("model_family", "str", "Model family", help="gan | cnn (metrics.json `workload`)"),
@@ -183,6 +235,14 @@ TIMELINE_TERMS = _terms(
     Term("comm_s", "float", "Communication per epoch", "s"),
     Term("wait_for_data_s", "float", "Wait for data per epoch", "s"),
     Term("wait_for_other_tensor_data_s", "float", "Wait for other tensors per epoch", "s"),
+    Term(
+        "waits_in_comm_s",
+        "float",
+        "Waits inside communication per epoch",
+        "s",
+        "the two waits unioned in time (they overlap), the part inside collectives: the overlap "
+        "of the compute / communication split",
+    ),
     Term("negotiate_s", "float", "Negotiation per epoch", "s"),
     Term("transport_s", "float", "Transport per epoch", "s"),
     Term("allreduce_bytes_per_step", "float", "All-reduce bytes per step", "bytes"),
@@ -245,5 +305,8 @@ TERMS: dict[str, Term] = {
 
 
 def term(name: str) -> Term:
-    """The term for a column or axis; an unknown name is a programming error."""
+    """The term for a column or axis (`args.<name>` too: labelled as the campaign names it); an
+    unknown name is a programming error."""
+    if name not in TERMS and is_arg_column(name):
+        return Term(name, "any", name, help="workload argument (campaign `args:`)")
     return TERMS[name]

@@ -1,14 +1,14 @@
 """The workloads a campaign can run, read from their declaration (jobs/manifest.py): programs,
 models and the job's own arguments with their types, ranges and rules.
 
-The manifest is loaded by its path, standard library only, so a campaign's `model:` and `args:`
-are checked by `validate` exactly as the job's parser would check them, without TensorFlow and
-before anything is queued. Which manifest: the one of the jobs directory the runs use, i.e. a
-system profile's `jobs_dir` when it is a directory here (a directory without a manifest declares
-nothing, so its programs' arguments go unchecked), else this repository's jobs/ (a `jobs_dir`
-that only exists on the cluster holds a copy of it). Names hpcscale itself sets (its job flags,
-run fields, axes) are always refused as workload arguments: the job would take the campaign's
-value while the plan, run.json and the report showed hpcscale's.
+The manifest is loaded by its path, standard library only, so a campaign's `model:` and `args:` are
+checked by `validate` exactly as the job's parser would check them, without TensorFlow and before
+anything is queued. Which manifest: the one of the jobs directory the runs use, i.e. a system
+profile's `jobs_dir` when it is a directory here (a directory without a manifest declares nothing,
+so its programs' arguments go unchecked), else the bundled jobs/ (hpcscale.resources; a `jobs_dir`
+that only exists on the cluster holds a copy of it). Names hpcscale itself sets (its job flags, run
+fields, axes) are always refused as workload arguments: the job would take the campaign's value
+while the plan, run.json and the report showed hpcscale's.
 """
 
 from __future__ import annotations
@@ -22,13 +22,13 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from hpcscale.core.job_command import REPO_JOBS
+from hpcscale.core.job_command import JOBS_DIR
 from hpcscale.core.validation import did_you_mean
 from hpcscale.core.vocab import AXIS_TERMS, RUN_TERMS
 from hpcscale.errors import UsageError
 from hpcscale.formats.job_cli import JOB_FLAGS, flag_of
 
-MANIFEST = REPO_JOBS / "manifest.py"
+MANIFEST = JOBS_DIR / "manifest.py"
 _MODULE = "hpcscale_workload_manifest"  # not `jobs.manifest`: the jobs package stays unimported
 Declaration = ModuleType | None  # a loaded manifest; None: a jobs directory that declares nothing
 
@@ -68,7 +68,8 @@ def declared(jobs_dir: str | None) -> Declaration:
 def manifest(path: Path = MANIFEST) -> ModuleType:
     """A manifest, loaded once by path (no `jobs` import, no TensorFlow)."""
     if not path.is_file():
-        raise UsageError(f"no workload manifest at {path} (is jobs/ next to hpcscale/?)")
+        why = " (hpcscale's bundled programs are missing: reinstall hpcscale)"
+        raise UsageError(f"no workload manifest at {path}{why if path == MANIFEST else ''}")
     name = _MODULE if path == MANIFEST else f"{_MODULE}_{_digest(path)}"
     spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None and spec.loader is not None

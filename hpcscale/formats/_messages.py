@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Optional, Union
 
 from hpcscale.errors import InputError
 
 
-def key_of(message: str) -> str | None:
+def key_of(message: str) -> Optional[str]:
     """msgspec says '... - at `$.step_time.p50_ms`'; keep the path for the error's key."""
     marker = "at `$."
     if marker not in message:
@@ -17,7 +18,7 @@ def key_of(message: str) -> str | None:
     return message.split(marker, 1)[1].split("`", 1)[0] or None
 
 
-def read_bytes(path: str | os.PathLike[str], what: str) -> tuple[str, bytes]:
+def read_bytes(path: Union[str, os.PathLike[str]], what: str) -> tuple[str, bytes]:
     """(path as text, its bytes); a file that cannot be read is an InputError naming it."""
     p = Path(path)
     try:

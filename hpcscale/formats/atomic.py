@@ -11,6 +11,7 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
+from typing import Optional, Union
 
 
 def _umask() -> int:
@@ -19,7 +20,7 @@ def _umask() -> int:
     return mask
 
 
-def _temp_beside(path: Path, mode: int | None) -> tuple[int, str]:
+def _temp_beside(path: Path, mode: Optional[int]) -> tuple[int, str]:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
@@ -32,7 +33,7 @@ def _temp_beside(path: Path, mode: int | None) -> tuple[int, str]:
 
 
 def atomic_write(
-    path: Path, data: str | bytes, mode: int | None = None, durable: bool = False
+    path: Path, data: Union[str, bytes], mode: Optional[int] = None, durable: bool = False
 ) -> None:
     """Write `data` (text is UTF-8 encoded) to `path` atomically.
 
@@ -51,7 +52,7 @@ def atomic_write(
         raise
 
 
-def atomic_copy(src: Path, dst: Path, mode: int | None = None, durable: bool = False) -> None:
+def atomic_copy(src: Path, dst: Path, mode: Optional[int] = None, durable: bool = False) -> None:
     """Copy `src` to `dst` atomically (the job's node-local timeline into the run directory);
     shutil.copyfile, so the kernel copies (sendfile): timelines reach GBs."""
     fd, tmp = _temp_beside(dst, mode)

@@ -13,7 +13,7 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional, Union
 
 from hpcscale.core.vocab import CROSS_DEVICE_OPS, DEVICES, STRATEGIES
 
@@ -55,9 +55,9 @@ class Flag:
     flag: str
     dest: str
     help: str
-    type: Callable[[str], Any] | None = None
+    type: Optional[Callable[[str], Any]] = None
     default: Any = None
-    choices: tuple[str, ...] | None = None
+    choices: Optional[tuple[str, ...]] = None
     required: bool = False
 
     def add_to(self, parser: Any, **extra: Any) -> argparse.Action:
@@ -164,20 +164,20 @@ def flag_of(name: str) -> str:
 def job_argv(
     *,
     model: str,
-    run_dir: str | os.PathLike[str],
+    run_dir: Union[str, os.PathLike[str]],
     batch_per_rank: int,
     epochs: int,
     device: str,
     threads: int,
     strategy: str = "horovod",
-    seed: int | None = None,
-    cross_device_ops: str | None = None,
+    seed: Optional[int] = None,
+    cross_device_ops: Optional[str] = None,
     devices: int = 1,
     fp16_allreduce: bool = False,
     mixed_precision: bool = False,
     timeline: bool = False,
     mark_cycles: bool = False,
-    args: Mapping[str, Any] | None = None,
+    args: Optional[Mapping[str, Any]] = None,
 ) -> list[object]:
     """The arguments after `python jobs/<program>.py`, values as given (the renderer quotes).
 
@@ -201,7 +201,7 @@ def job_argv(
         ops = cross_device_ops or DEFAULT_CROSS_DEVICE_OPS
         argv += [_F["cross_device_ops"], ops, _F["devices"], devices]
     switches = (fp16_allreduce, mixed_precision, timeline, mark_cycles)
-    argv += [flag for flag, on in zip(_SWITCHES, switches, strict=True) if on]
+    argv += [flag for flag, on in zip(_SWITCHES, switches) if on]
     for key, value in sorted(args.items()):
         if value is True:
             argv.append(flag_of(key))

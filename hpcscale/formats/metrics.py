@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import os
-from typing import Any, Literal
+from typing import Any, Literal, Optional, Union
 
 import msgspec
 
@@ -52,12 +52,12 @@ class Provenance(_Struct):
     python: str
     tensorflow: str
     keras: str
-    horovod: str | None
-    mpi: str | None
+    horovod: Optional[str]
+    mpi: Optional[str]
     hostnames: list[str]
     env: dict[str, str]
-    git_revision: str | None
-    git_dirty: bool | None
+    git_revision: Optional[str]
+    git_dirty: Optional[bool]
     argv: list[str]
 
 
@@ -72,8 +72,8 @@ class LoadSample(_Struct):
     load_5m: float
     load_15m: float
     cpus: int
-    others_cpus: float | None
-    other_jobs: int | None
+    others_cpus: Optional[float]
+    other_jobs: Optional[int]
 
 
 class RunLoad(_Struct):
@@ -93,7 +93,7 @@ class Metrics(_Struct, kw_only=True):
     workload: Workload
     model: str
     strategy: Strategy
-    cross_device_ops: str | None
+    cross_device_ops: Optional[str]
     ranks: int
     replicas: int
     batch_per_rank: int
@@ -103,11 +103,11 @@ class Metrics(_Struct, kw_only=True):
     dataset_size: int
     data: str
     image_size: int
-    num_classes: int | None
+    num_classes: Optional[int]
     device: Device
-    threads: int | None
+    threads: Optional[int]
     fp16_allreduce: bool
-    mixed_precision: str | None
+    mixed_precision: Optional[str]
     timeline: bool
     lr: float
     lr_scaled: float
@@ -116,33 +116,33 @@ class Metrics(_Struct, kw_only=True):
     burn_in_s: float
     epoch_time_s: list[float]
     # rank 0's process CPU time (all threads) per epoch; absent in files from before it existed
-    epoch_cpu_s: list[float] | None = None
+    epoch_cpu_s: Optional[list[float]] = None
     images_per_s: list[float]
     fit_time_s: float
     losses: dict[str, list[float]]
     # Files before per-epoch validation: the CNNs' *training* accuracy was stored here.
-    accuracy: list[float] | None = None
+    accuracy: Optional[list[float]] = None
     # Per-epoch means over the epoch's timed steps (train_*) and over the whole held-out split,
     # averaged over ranks, measured outside the timed steps in `val_time_s` (val_*).
-    train_loss: list[float] | None = None
-    train_accuracy: list[float] | None = None
-    val_loss: list[float] | None = None
-    val_accuracy: list[float] | None = None
-    val_time_s: list[float] | None = None
+    train_loss: Optional[list[float]] = None
+    train_accuracy: Optional[list[float]] = None
+    val_loss: Optional[list[float]] = None
+    val_accuracy: Optional[list[float]] = None
+    val_time_s: Optional[list[float]] = None
     # The input pipeline alone, all ranks together: below images_per_s means input-bound.
-    input_images_per_s: float | None = None
+    input_images_per_s: Optional[float] = None
     # eta = lr * scale(global_batch / lr_ref_batch); absent in files from before the rule.
-    lr_scaling: LrScaling | None = None
-    lr_ref_batch: int | None = None
+    lr_scaling: Optional[LrScaling] = None
+    lr_ref_batch: Optional[int] = None
     step_time: StepTimes
     params: dict[str, ParamCount]
     param_count: int
-    sync_check: SyncCheck | None
+    sync_check: Optional[SyncCheck]
     started_unix_s: float
     finished_unix_s: float
     provenance: Provenance
     # absent in files from before runs recorded the machine's load
-    load: RunLoad | None = None
+    load: Optional[RunLoad] = None
 
 
 def json_schema() -> dict[str, Any]:
@@ -159,7 +159,7 @@ def metrics_from_dict(data: dict[str, Any]) -> Metrics:
     return msgspec.convert(data, Metrics)
 
 
-def load_metrics(path: str | os.PathLike[str]) -> Metrics:
+def load_metrics(path: Union[str, os.PathLike[str]]) -> Metrics:
     """Read and validate one `metrics.json`; every failure names the file."""
     source, raw = read_bytes(path, "metrics")
     try:

@@ -7,7 +7,8 @@ was written count as version 1, and so do files that name `program` by its first
 `workload`. Keys this version does not know are ignored (a change of meaning bumps the version);
 a file without a run_id is not a run record at all. `campaign_version` names the version of
 the campaign file that last rendered the run (`versions/<campaign_version>.yaml` in the campaign
-directory); it is not part of the run, so not of its id.
+directory) and `hpcscale_version` the hpcscale that did; neither is part of the run, so not of
+its id (files written before they were recorded read as None).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Optional, Union
 
 import msgspec
 
@@ -27,7 +28,7 @@ SCHEMA_VERSION = 1
 VERSIONS_DIR = "versions"  # in the campaign directory: every version of the campaign file
 
 
-def campaign_version_of(text: str | bytes) -> str:
+def campaign_version_of(text: Union[str, bytes]) -> str:
     """A campaign file version's id: the first 12 hex digits of its sha256."""
     data = text.encode("utf-8") if isinstance(text, str) else text
     return hashlib.sha256(data).hexdigest()[:12]
@@ -52,11 +53,11 @@ class RunRecord(msgspec.Struct, kw_only=True):
     batch_per_rank: int
     global_batch: int
     strategy: Strategy = "horovod"
-    cross_device_ops: CrossDeviceOps | None = None
+    cross_device_ops: Optional[CrossDeviceOps] = None
     mpi: str = "openmpi"
     launcher: str = "mpirun"
-    fusion_threshold_mb: float | None = None
-    cycle_time_ms: float | None = None
+    fusion_threshold_mb: Optional[float] = None
+    cycle_time_ms: Optional[float] = None
     fp16_allreduce: bool = False
     hierarchical_allreduce: bool = False
     mixed_precision: bool = False
@@ -70,8 +71,9 @@ class RunRecord(msgspec.Struct, kw_only=True):
     run_id: str
     ranks: int
     replicas: int
-    workload: str | None = None  # `program` in files rendered before it was renamed
-    campaign_version: str | None = None  # None: rendered before versions were kept
+    workload: Optional[str] = None  # `program` in files rendered before it was renamed
+    campaign_version: Optional[str] = None  # None: rendered before versions were kept
+    hpcscale_version: Optional[str] = None  # the hpcscale that rendered it; None: not recorded
 
     def __post_init__(self) -> None:
         if self.workload is not None:
@@ -109,7 +111,7 @@ def decode_run_record(data: bytes, source: str = "run.json") -> RunRecord:
     return record
 
 
-def load_run_record(path: str | os.PathLike[str]) -> RunRecord:
+def load_run_record(path: Union[str, os.PathLike[str]]) -> RunRecord:
     """Read one run.json (see decode_run_record)."""
     source, raw = read_bytes(path, "run record")
     return decode_run_record(raw, source)

@@ -24,6 +24,7 @@ Readers ignore keys they do not know, so a later writer may add some without a v
 from __future__ import annotations
 
 import os
+from typing import Optional, Union
 
 import msgspec
 
@@ -52,7 +53,7 @@ class StepsFile(msgspec.Struct, kw_only=True):
     format: str
     version: int
     rank: int = 0
-    hostname: str | None = None
+    hostname: Optional[str] = None
     clock: str = "monotonic_ns"
     anchor: StepAnchor
     unix_offset_ns: int
@@ -86,7 +87,7 @@ def decode_steps(data: bytes, source: str = "steps.json") -> StepsFile:
     return f
 
 
-def load_steps_file(path: str | os.PathLike[str]) -> StepsFile:
+def load_steps_file(path: Union[str, os.PathLike[str]]) -> StepsFile:
     """Read and check one `steps.json`; every failure names the file."""
     source, raw = read_bytes(path, "steps")
     return decode_steps(raw, source)

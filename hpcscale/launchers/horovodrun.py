@@ -4,7 +4,7 @@ PATH, so a venv need not be activated. Knobs go as its own flags (fusion in MB h
 from __future__ import annotations
 
 from hpcscale.core.shell import Raw
-from hpcscale.launchers.base import Launcher, LaunchRequest, python_of
+from hpcscale.launchers.base import Launcher, LaunchRequest
 
 
 class Horovodrun(Launcher):
@@ -22,7 +22,7 @@ class Horovodrun(Launcher):
             knobs.append("--hierarchical-allreduce")
         hosts = Raw('"$HPCSCALE_HOSTS"') if self.needs_hostfile(req.allocated) else None
         return [
-            python_of(req.system),
+            req.python,
             "-m",
             "horovod.runner.launch",
             "-np",

@@ -13,9 +13,9 @@ class Mpirun(Launcher):
     reads_hostfile = True
 
     def argv(self, req: LaunchRequest) -> list[object]:
-        run, system = req.run, req.system
+        run = req.run
         bind: list[object] = []
-        if system.cpu_bind == "cores":
+        if req.cpu_bind == "cores":
             ppr = f"ppr:{run.tasks_per_node}:node:PE={run.threads_per_task}"
             bind = ["--map-by", ppr, "--bind-to", "core"]
         exports: list[object] = []

@@ -1,4 +1,5 @@
-"""MVAPICH2's mpirun_rsh: always a hostfile, environment passed as NAME=value words."""
+"""MVAPICH2's mpirun_rsh: always a hostfile (under an allocation its hosts, on this machine
+localhost once per rank), environment passed as NAME=value words."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from hpcscale.launchers.mpirun import HOSTFILE
 class MpirunRsh(Launcher):
     name = "mpirun_rsh"
     reads_hostfile = True
+    always_hostfile = True
 
     def argv(self, req: LaunchRequest) -> list[object]:
         envs = [Raw(f'{name}="${{{name}}}"') for name in req.env_names]

@@ -9,11 +9,11 @@ class Srun(Launcher):
     name = "srun"
 
     def argv(self, req: LaunchRequest) -> list[object]:
-        run, system = req.run, req.system
-        bind = [f"--cpu-bind={system.cpu_bind}"] if system.cpu_bind != "none" else []
+        run = req.run
+        bind = [f"--cpu-bind={req.cpu_bind}"] if req.cpu_bind != "none" else []
         return [
             "srun",
-            f"--mpi={system.srun_mpi}",
+            f"--mpi={req.srun_mpi}",
             f"--nodes={run.nodes}",
             f"--ntasks={run.ranks}",
             f"--ntasks-per-node={run.tasks_per_node}",

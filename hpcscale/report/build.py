@@ -9,10 +9,10 @@ from __future__ import annotations
 import datetime as dt
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -21,12 +21,21 @@ from hpcscale.errors import HpcscaleError, UsageError
 from hpcscale.formats.atomic import atomic_write
 from hpcscale.formats.run_record import VERSIONS_DIR
 from hpcscale.report import html, markdown, provenance
-from hpcscale.report.data import CampaignSource, campaign_source, collected_runs
+from hpcscale.report.data import (
+    CampaignSource,
+    campaign_source,
+    collected_runs,
+    table_and_context,
+)
 from hpcscale.report.export import ParquetUnavailable, csv_bytes, parquet_bytes
+from hpcscale.report.failures import any_failed, failures_report, unfinished_runs
 from hpcscale.report.figures import png_bytes
 from hpcscale.report.model import CampaignReport, Section, Table
 from hpcscale.report.sections import campaign_report
 from hpcscale.report.sections.scaling import system_max_nodes
+
+if TYPE_CHECKING:
+    from hpcscale.collect.collector import Collected
 
 FORMATS: tuple[str, ...] = ("md", "html", "csv", "parquet")
 DEFAULT_FORMATS: tuple[str, ...] = ("md", "html")
@@ -38,6 +47,7 @@ class BuildResult:
     reports: list[CampaignReport]
     problems: list[str] = field(default_factory=list)  # formats that could not be written
     empty: list[str] = field(default_factory=list)  # campaigns with no finished run
+    failed: list[str] = field(default_factory=list)  # none finished, some failed: why, reported
 
 
 def build_report(
@@ -56,52 +66,62 @@ def build(
     out_dir: Path,
     formats: Sequence[str] = DEFAULT_FORMATS,
     sources: Mapping[Path, CampaignSource] | None = None,
-    load: Callable[[CampaignSource], pd.DataFrame] | None = None,
+    load: Callable[[CampaignSource], Collected | pd.DataFrame] | None = None,
     include_stale: bool = False,
     targets: Sequence[Any] = (),
     include_partial_timelines: bool = False,
 ) -> BuildResult:
     """`sources` overrides the campaign file read from a directory (a YAML the user named);
     `targets` (analysis.targets.TargetSpec, from `report --target`) replace its `targets:`;
-    `load` gives a campaign's run table (default: the collector, collecting new runs first,
-    runs no longer in the campaign's matrix left out unless `include_stale`). Truncated
+    `load` gives a campaign's runs: a collector result (its table and what travels beside it,
+    default: the collector, collecting new runs first, runs no longer in the campaign's matrix
+    left out unless `include_stale`) or a plain run table. Truncated
     timelines' per-epoch figures are left out unless `include_partial_timelines`."""
     load = load or partial(collected_runs, include_stale=include_stale)
     unknown = sorted(set(formats) - set(FORMATS))
     if unknown:
         raise UsageError(f"unknown report format(s) {', '.join(unknown)}; use {', '.join(FORMATS)}")
     formats = list(dict.fromkeys(formats or DEFAULT_FORMATS))
-    reports, empty = [], []
+    reports, empty, failed = [], [], []
     for cdir in campaign_dirs:
         src = (sources or {}).get(cdir) or campaign_source(cdir)
-        runs = load(src)
-        if runs is None or runs.empty:
-            empty.append(src.name)
+        runs, ctx = table_and_context(load(src))
+        if runs.empty:
+            if any_failed(ended := unfinished_runs(src.dir, include_stale)):  # say why instead
+                prov = provenance_section(src)
+                reports.append(failures_report(src.name, src.description, ended, prov))
+                failed.append(src.name)
+            else:
+                empty.append(src.name)
             continue
         runs = without_partial_timelines(runs, include_partial_timelines)
-        stale = runs.attrs.get("stale") or []
+        ctx = replace(ctx, include_partial=include_partial_timelines)
+        stale = list(ctx.stale)
         rep = campaign_report(
             runs,
             src.name,
             src.description,
             src.references,
-            provenance_section(src, set() if runs.attrs.get("stale_included") else set(stale)),
+            provenance_section(src, set() if ctx.stale_included else set(stale)),
             targets=list(targets) or src.targets,
             max_nodes=system_max_nodes(src.system, src.dir),
+            context=ctx,
         )
         if stale:
-            rep.notes.append(stale_note(stale, bool(runs.attrs.get("stale_included"))))
-        unfinished = runs.attrs.get("unfinished") or []
+            rep.notes.append(stale_note(stale, ctx.stale_included))
+        unfinished = list(ctx.unfinished)
         if unfinished:
             rep.notes.append(f"{len(unfinished)} run(s) not finished yet: {', '.join(unfinished)}")
-        rep.notes += [f"run {rid}: {reason}" for rid, reason in runs.attrs.get("problems", [])]
+        rep.notes += [f"run {rid}: {reason}" for rid, reason in ctx.problems]
         reports.append(rep)
     if not reports:
         names = ", ".join(empty) or "none"
         raise HpcscaleError(
             f"no finished runs to report on (campaigns: {names}); see `hpcscale status`"
         )
-    return write(reports, out_dir, formats, empty)
+    result = write(reports, out_dir, formats, empty)
+    result.failed = failed
+    return result
 
 
 def write(

@@ -17,16 +17,24 @@ from pathlib import Path
 import pandas as pd
 
 from hpcscale.analysis import compare as cmp
-from hpcscale.analysis.intervals import INTERVAL_NAME
+from hpcscale.analysis.context import TableContext
+from hpcscale.analysis.intervals import note as interval_note
 from hpcscale.analysis.quality import quality_flags, without_partial_timelines
 from hpcscale.analysis.tables import AXIS_LABELS
 from hpcscale.core.paths import workdir as resolve_workdir
-from hpcscale.core.vocab import term
+from hpcscale.core.vocab import arg_columns, term
 from hpcscale.errors import UsageError
 from hpcscale.report.build import write
-from hpcscale.report.data import CampaignSource, campaign_source, collected_runs, report_inputs
+from hpcscale.report.data import (
+    CampaignSource,
+    campaign_source,
+    collected_runs,
+    report_inputs,
+    table_and_context,
+)
 from hpcscale.report.figures.compare import HEADINGS, overlay
 from hpcscale.report.model import CampaignReport, Section, Table, plot_if
+from hpcscale.report.sections.noise import method_text
 from hpcscale.report.sections.quality import NONE_TEXT, quality_section
 
 DESCRIBED = (*cmp.MATCH_FIELDS, *cmp.WORKLOAD_FIELDS)  # named when they tell campaigns apart
@@ -96,11 +104,13 @@ def compare_campaigns(
         twice = next(d for d in dirs if dirs.count(d) > 1)
         raise UsageError(f"campaign directory {twice} named twice")
     names = labels(dirs)
-    runs = {
+    loaded = {
         n: _runs(s, c, include_stale) for n, s, c in zip(names, sources, campaigns, strict=True)
     }
-    axis = cmp.shared_axis(runs, on)
-    cells = {n: cmp.campaign_cells(r, axis) for n, r in runs.items()}
+    runs = {n: r for n, (r, _) in loaded.items()}
+    ctxs = {n: ctx for n, (_, ctx) in loaded.items()}
+    axis = cmp.shared_axis(runs, on, ctxs)
+    cells = {n: cmp.campaign_cells(r, axis, ctxs[n]) for n, r in runs.items()}
     aligned, keys = cmp.align(cells, axis)
     diffs = cmp.differences(aligned, names[0], tolerance)
     found = cmp.regressions(diffs, names[0], tolerance)
@@ -108,8 +118,8 @@ def compare_campaigns(
     sections = [
         campaigns_section(names, sources, runs, cells, axis, keys),
         aligned_section(aligned, names, axis, keys),
-        differences_section(diffs, names[0], tolerance, found),
-        _quality(runs),
+        differences_section(diffs, names[0], tolerance, found, interval_note(aligned, cmp.METRICS)),
+        _quality(runs, ctxs),
     ]
     description = (
         f"{', '.join(names[1:])} against {names[0]} (the baseline), aligned on "
@@ -117,10 +127,10 @@ def compare_campaigns(
     )
     both = pd.concat([r.assign(compared_as=n) for n, r in runs.items()], ignore_index=True)
     rep = CampaignReport(name, description, sections, both, aligned)
-    for n, r in runs.items():
-        if unfinished := r.attrs.get("unfinished") or []:
+    for n, ctx in ctxs.items():
+        if unfinished := ctx.unfinished:
             rep.notes.append(f"{n}: {len(unfinished)} run(s) not finished yet, shown as missing")
-        rep.notes += [f"{n}: run {rid}: {why}" for rid, why in r.attrs.get("problems", [])]
+        rep.notes += [f"{n}: run {rid}: {why}" for rid, why in ctx.problems]
     out_dir = Path(out).absolute() if out else dirs[0].parent / "compare" / name
     written = write([rep], out_dir, ("md", "html", "csv"))
     return CompareResult(
@@ -133,14 +143,18 @@ def _source(campaign: str, wd: Path) -> CampaignSource:
     return sources.get(dirs[0]) or campaign_source(dirs[0])
 
 
-def _runs(src: CampaignSource, named: str, include_stale: bool) -> pd.DataFrame:
-    runs = collected_runs(src, include_stale=include_stale)
-    if runs is None or runs.empty:
+def _runs(
+    src: CampaignSource, named: str, include_stale: bool
+) -> tuple[pd.DataFrame, TableContext]:
+    """A campaign's run table (truncated timelines' figures left out) and what travels
+    beside it."""
+    runs, ctx = table_and_context(collected_runs(src, include_stale=include_stale))
+    if runs.empty:
         raise UsageError(
             f"campaign {named!r} ({src.dir}) has no finished runs to compare; "
             f"see `hpcscale status {src.name}`"
         )
-    return without_partial_timelines(runs, False)
+    return without_partial_timelines(runs, False), ctx
 
 
 def labels(dirs: Sequence[Path]) -> list[str]:
@@ -180,8 +194,10 @@ def campaigns_section(
                 "Directory": str(src.dir),
             }
         )
+    args = arg_columns(c for n in names for c in cells[n].columns)
+    described = tuple(dict.fromkeys((*DESCRIBED, *args)))  # epochs is in both lists
     differ = []
-    for f in DESCRIBED:
+    for f in described:
         if f == axis or f in keys:
             continue
         values = [{cmp.plain(v) for v in cells[n][f]} for n in names if f in cells[n].columns]
@@ -204,7 +220,7 @@ def campaigns_section(
     systems = {src.system for src in sources}
     if len(systems) > 1:
         text.append("The campaigns ran on different system profiles (System column).")
-    rest = [f for f in DESCRIBED if f != axis and f not in keys and f not in differ]
+    rest = [f for f in described if f != axis and f not in keys and f not in differ]
     per_row = cmp.differing_at_rows(cells, axis, keys, rest)
     if per_row:
         text.append(
@@ -234,15 +250,16 @@ def aligned_section(
         "Aligned cells",
         [
             "One row per value of the shared axis and combination of the knobs matched; per "
-            "campaign its median over repeats (speedup and efficiency against its own baseline)."
+            "campaign its median over repeats (speedup and efficiency against its own baseline).",
+            *filter(None, [method_text(aligned)]),
         ],
         [Table("aligned", "Campaigns side by side", frame, note)],
         plot_if(
             "overlay",
             "Campaigns overlaid",
             overlay(aligned, names, axis, keys),
-            f"One line per campaign; a cell with no value leaves a gap in its line; error bars: "
-            f"{INTERVAL_NAME} (none without repeats).",
+            "One line per campaign; a cell with no value leaves a gap in its line; error bars: "
+            + (interval_note(aligned, cmp.METRICS) or "none (no repeats, no interval)."),
         ),
     )
 
@@ -265,8 +282,14 @@ def aligned_table(
 
 
 def differences_section(
-    diffs: pd.DataFrame, baseline: str, tolerance: float, found: Sequence[cmp.Regression]
+    diffs: pd.DataFrame,
+    baseline: str,
+    tolerance: float,
+    found: Sequence[cmp.Regression],
+    intervals: str = "",
 ) -> Section:
+    """The differences table and what it means; `intervals` names the intervals' methods and
+    levels (`analysis.intervals.note` of the aligned cells)."""
     better = ", ".join(
         f"{HEADINGS[m]} {'higher' if hi else 'lower'}" for m, hi in cmp.HIGHER_IS_BETTER.items()
     )
@@ -306,7 +329,8 @@ def differences_section(
                 "Flags": diffs["flags"],
             }
         )
-        tabs.append(Table("differences", f"Differences from {baseline}", frame, INTERVAL_NAME))
+        said = intervals or "No interval: no cell was repeated."
+        tabs.append(Table("differences", f"Differences from {baseline}", frame, said))
     return Section("differences", f"Differences from {baseline}", text, tabs)
 
 
@@ -320,11 +344,11 @@ def _verdict(d: pd.Series) -> str:
     return str(d["noise"])
 
 
-def _quality(runs: dict[str, pd.DataFrame]) -> Section:
+def _quality(runs: dict[str, pd.DataFrame], ctxs: dict[str, TableContext]) -> Section:
     """Every campaign's Data quality rows, with the campaign named."""
     frames = []
     for n, r in runs.items():
-        sec = quality_section(r, quality_flags(r))
+        sec = quality_section(r, quality_flags(r, ctxs[n]), ctxs[n])
         for t in sec.tables:
             frames.append(t.frame.assign(Campaign=n)[["Campaign", *t.frame.columns]])
     if not frames:

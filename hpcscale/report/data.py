@@ -6,11 +6,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from hpcscale.analysis.context import TableContext
 from hpcscale.errors import UsageError
+
+if TYPE_CHECKING:
+    from hpcscale.collect.collector import Collected
 
 
 @dataclass
@@ -49,23 +53,39 @@ def campaign_source(cdir: Path, yaml_path: Path | None = None) -> CampaignSource
         timeline=camp.collect.timeline,
         system=camp.system,
         targets=[
-            parse_target(t, f"campaign file {path}:{src.line_of(('targets', i))}")
+            parse_target(
+                t.target,
+                f"campaign file {path}:{src.line_of(('targets', i))}",
+                placeholder=t.placeholder,
+            )
             for i, t in enumerate(camp.targets)
         ],
     )
 
 
-def collected_runs(source: CampaignSource, include_stale: bool = False) -> pd.DataFrame:
-    """The collector's tidy table (one row per finished run), collecting new runs first;
-    `attrs["problems"]` lists (run id, reason) for runs it could not (fully) read, and
-    `attrs["stale"]` the runs no longer in the campaign's matrix (left out unless
-    `include_stale`).
+def collected_runs(source: CampaignSource, include_stale: bool = False) -> Collected:
+    """The collector's result, collecting new runs first: `.frame` is the tidy table (one row
+    per finished run), `.context` what travels beside it (planned runs, the (run id, reason)
+    of runs it could not (fully) read, unfinished runs, and the runs no longer in the
+    campaign's matrix, left out unless `include_stale`).
 
     Collection is incremental, so calling it every time only reads runs finished since the
     last `hpcscale collect`, and the report never shows an out-of-date table."""
     from hpcscale.collect import collector
 
-    return collector.collect(source.dir, timeline=source.timeline, include_stale=include_stale)
+    return collector.collect_campaign(
+        source.dir, timeline=source.timeline, include_stale=include_stale
+    )
+
+
+def table_and_context(loaded: Collected | pd.DataFrame | None) -> tuple[pd.DataFrame, TableContext]:
+    """A loader's result as (tidy table, what travels beside it): a `Collected`, or a plain
+    table (a notebook's own: nothing known beyond its rows)."""
+    if loaded is None:
+        return pd.DataFrame(), TableContext()
+    if isinstance(loaded, pd.DataFrame):
+        return loaded, TableContext()
+    return loaded.frame, loaded.context
 
 
 def report_inputs(

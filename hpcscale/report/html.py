@@ -13,6 +13,7 @@ from markupsafe import Markup
 
 from hpcscale.report.fmt import MISSING, display
 from hpcscale.report.model import CampaignReport, Plot
+from hpcscale.version import hpcscale_version
 
 TEMPLATE = """<!DOCTYPE html>
 <html lang="en">
@@ -42,7 +43,7 @@ figcaption { font-style: italic; font-size: 0.9rem; }
 </head>
 <body>
 <h1>{{ title }}</h1>
-<p class="meta">Generated {{ stamp }} by hpcscale.</p>
+<p class="meta">Generated {{ stamp }} by hpcscale {{ version }}.</p>
 {% if reports|length > 1 %}<p>Campaigns:
 {% for r in reports %}<a href="#{{ r.name }}">{{ r.name }}</a>{% if not loop.last %}, {% endif %}
 {% endfor %}</p>{% endif %}
@@ -128,6 +129,7 @@ def render(reports: Sequence[CampaignReport], title: str, stamp: str) -> str:
         reports=reports,
         title=title,
         stamp=stamp,
+        version=hpcscale_version(),
         h="h2" if len(reports) == 1 else "h3",
         table=table_html,
         alt=alt_text,

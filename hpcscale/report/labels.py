@@ -1,15 +1,18 @@
 """Short names for groups and cells: only what differs between the rows shown, so legends and bar
-labels stay short enough to read in print. Knob names and units come from `hpcscale.core.vocab`."""
+labels stay short enough to read in print. Knob names and units come from `hpcscale.core.vocab`;
+a workload argument that differs is named as the campaign names it, with its value
+(`args.lr 0.002`)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import pandas as pd
 
 from hpcscale.analysis.tables import strategy_name
-from hpcscale.core.vocab import KNOBS, Term, term
+from hpcscale.core.vocab import KNOBS, Term, arg_columns, is_arg_column, term
 
 Describe = Callable[[pd.Series], str]
 
@@ -42,11 +45,37 @@ def _knob(name: str) -> tuple[tuple[str, ...], Describe]:
     return (name,), _flag(t) if t.type == "bool" else _num(t)
 
 
+def _arg(name: str) -> tuple[tuple[str, ...], Describe]:
+    """A workload argument: its column name and value; unset means the job's own default."""
+
+    def describe(r: pd.Series) -> str:
+        v = r[name]
+        if v is None or (isinstance(v, float) and pd.isna(v)):
+            return f"{name} default"
+        if pd.api.types.is_bool(v):  # numpy's too
+            return f"{name} {str(bool(v)).lower()}"
+        return f"{name} {v:g}" if isinstance(v, float) else f"{name} {v}"
+
+    return (name,), describe
+
+
+def part_of(name: str) -> tuple[tuple[str, ...], Describe]:
+    """A label part: one of PARTS, or a workload argument column (`args.<name>`)."""
+    return _arg(name) if name not in PARTS and is_arg_column(name) else PARTS[name]
+
+
+def with_args(rows: pd.DataFrame, parts: Sequence[str]) -> list[str]:
+    """`parts` and then every workload argument column of `rows` (named only when it varies)."""
+    return [*parts, *(a for a in arg_columns(rows.columns) if a not in parts)]
+
+
 # Column -> (columns it depends on, how to say it). Order = order in a label.
 PARTS: dict[str, tuple[tuple[str, ...], Describe]] = {
     "model": (("model",), lambda r: str(r["model"])),
     "device": (("device",), lambda r: str(r["device"]).upper()),
     "scaling": (("scaling",), lambda r: str(r["scaling"])),
+    "program": (("program",), lambda r: f"program {r['program']}"),
+    "epochs": (("epochs",), lambda r: _epochs(r["epochs"])),
     "strategy": (
         ("strategy", "cross_device_ops", "mpi"),
         lambda r: strategy_name(r["strategy"], r["cross_device_ops"], r["mpi"]),
@@ -71,9 +100,11 @@ KNOB_PARTS: tuple[str, ...] = (
     "layout",
 )
 GROUP_PARTS: tuple[str, ...] = (
+    "program",
     "model",
     "device",
     "scaling",
+    "epochs",
     *KNOB_PARTS,
     "batch_per_rank",
     "global_batch",
@@ -84,15 +115,15 @@ CELL_PARTS: tuple[str, ...] = (*GROUP_PARTS, "nodes", "ranks")
 def varying(rows: pd.DataFrame, parts: Sequence[str]) -> list[str]:
     """The parts whose value differs between rows (NaN/None counted as a value)."""
     out = []
-    for part in parts:
-        cols = [c for c in PARTS[part][0] if c in rows.columns]
+    for name in parts:
+        cols = [c for c in part_of(name)[0] if c in rows.columns]
         if cols and len(rows[cols].map(str).drop_duplicates()) > 1:
-            out.append(part)
+            out.append(name)
     return out
 
 
 def describe(row: pd.Series, parts: Sequence[str]) -> str:
-    said = [text for text in (PARTS[p][1](row) for p in parts) if text]
+    said = [text for text in (part_of(p)[1](row) for p in parts) if text]
     return ", ".join(said) if said or not parts else "defaults"
 
 
@@ -106,7 +137,7 @@ def minimal(rows: pd.DataFrame, parts: Sequence[str]) -> list[str]:
     keep = list(parts)
 
     def distinct(ps: list[str]) -> int:
-        cols = list(dict.fromkeys(c for p in ps for c in PARTS[p][0] if c in rows.columns))
+        cols = list(dict.fromkeys(c for p in ps for c in part_of(p)[0] if c in rows.columns))
         return len(rows[cols].map(str).drop_duplicates()) if cols else 1
 
     full = distinct(keep)
@@ -119,12 +150,13 @@ def minimal(rows: pd.DataFrame, parts: Sequence[str]) -> list[str]:
 
 
 def labels(rows: pd.DataFrame, parts: Sequence[str] = CELL_PARTS, fallback: str = "") -> list[str]:
-    """One label per row naming only what differs; `fallback` (or the model) when nothing does."""
-    diff = minimal(rows, varying(rows, parts))
+    """One label per row naming only what differs (workload arguments too); `fallback` (or the
+    model) when nothing does."""
+    diff = minimal(rows, varying(rows, with_args(rows, parts)))
     if not diff:
         base = fallback or (str(rows["model"].iloc[0]) if len(rows) else "")
         return [base] * len(rows)
-    return [describe(r, diff) for _, r in rows.iterrows()]
+    return [describe(r, diff) for r in _records(rows)]
 
 
 def group_labels(cells: pd.DataFrame, scaling_parts: bool = True) -> dict[Any, str]:
@@ -132,13 +164,25 @@ def group_labels(cells: pd.DataFrame, scaling_parts: bool = True) -> dict[Any, s
     firsts = cells.sort_values("group", kind="stable").groupby("group").head(1)
     parts = [p for p in GROUP_PARTS if scaling_parts or p != "scaling"]
     # Within a group the other batch column varies with the axis; name the one held fixed.
-    firsts = firsts.assign(fixed_batch=[_fixed_batch(r) for _, r in firsts.iterrows()])
+    firsts = firsts.assign(fixed_batch=[_fixed_batch(r) for r in _records(firsts)])
     parts = [p for p in parts if p not in ("batch_per_rank", "global_batch")] + ["fixed_batch"]
     names = labels(firsts, parts)
     return dict(zip(firsts["group"].tolist(), names, strict=True))
 
 
-def _fixed_batch(row: pd.Series) -> str:
+def _epochs(value: Any) -> str:
+    if value is None or pd.isna(value):
+        return "default epochs"
+    return f"{int(value)} epoch{'s' * (int(value) != 1)}"
+
+
+def _records(rows: pd.DataFrame) -> list[dict[str, Any]]:
+    """The rows as plain dicts, for the per-row `describe` functions (which index them as
+    they index a Series): `iterrows` builds a Series per row, several times slower."""
+    return rows.to_dict("records")
+
+
+def _fixed_batch(row: Mapping[str, Any]) -> str:
     if row["scaling"] == "strong":
         return f"global batch {int(row['global_batch'])}"
     return f"batch {int(row['batch_per_rank'])}/rank"
@@ -151,21 +195,23 @@ def with_setting(
     shows (`identity`, as cell columns) do not, e.g. fp16 on/off in a plain scaling table.
 
     The analysis tables sort their rows; each table row is matched back to its cell on the
-    `match` columns (table column -> cell column), whose values the tables copy unchanged."""
+    `match` columns (table column -> cell column), whose values the tables copy unchanged: the
+    first cell not yet matched with equal values (missing equal to missing), looked up by
+    value (one pass over each frame, not every row against every cell)."""
     parts = _needed(rows, [c for c in identity if c in rows.columns])
     if not parts or table.empty:
         return table
-    names = [describe(r, parts) for _, r in rows.iterrows()]
-    keys = [tuple(r[c] for c in match.values()) for _, r in rows.iterrows()]
-    left = list(range(len(rows)))
+    records = _records(rows)
+    names = [describe(r, parts) for r in records]
+    waiting: dict[tuple, deque[int]] = {}
+    for k, r in enumerate(records):
+        waiting.setdefault(_key(r[c] for c in match.values()), deque()).append(k)
     settings = []
-    for _, trow in table.iterrows():
-        want = tuple(trow[c] for c in match)
-        hit = next((k for k in left if all(map(_same, keys[k], want))), None)
-        if hit is None:  # cannot happen with the analysis' tables; never mislabel a row
+    for trow in _records(table[list(match)]):
+        hits = waiting.get(_key(trow[c] for c in match))
+        if not hits:  # cannot happen with the analysis' tables; never mislabel a row
             return table
-        left.remove(hit)
-        settings.append(names[hit])
+        settings.append(names[hits.popleft()])
     out = table.copy()
     out.insert(1, "Setting", settings)
     return out
@@ -175,10 +221,10 @@ def _needed(rows: pd.DataFrame, identity: list[str]) -> list[str]:
     """The fewest knob parts that, with the identity columns, tell every cell apart."""
 
     def distinct(parts: Sequence[str]) -> int:
-        cols = identity + [c for p in parts for c in PARTS[p][0]]
+        cols = identity + [c for p in parts for c in part_of(p)[0]]
         return len(rows[list(dict.fromkeys(cols))].map(str).drop_duplicates()) if cols else 1
 
-    parts = varying(rows, KNOB_PARTS)
+    parts = varying(rows, with_args(rows, ["epochs", *KNOB_PARTS]))
     full = distinct(parts)
     if distinct([]) == full:
         return []
@@ -189,7 +235,16 @@ def _needed(rows: pd.DataFrame, identity: list[str]) -> list[str]:
     return parts
 
 
-def _same(a: Any, b: Any) -> bool:
-    if pd.isna(a) and pd.isna(b):
-        return True
-    return bool(a == b)
+_MISSING = object()  # None and NaN: equal to each other as `with_setting` matches
+
+
+def _key(values: Iterable[Any]) -> tuple:
+    """Values as a dict key that is equal where `==` is (1 and 1.0 alike), missing as one."""
+    return tuple(_MISSING if _missing(v) else v for v in values)
+
+
+def _missing(v: Any) -> bool:
+    try:
+        return bool(pd.isna(v))
+    except (TypeError, ValueError):  # a list-like value: not missing
+        return False

@@ -8,6 +8,7 @@ import pandas as pd
 
 from hpcscale.report.fmt import display
 from hpcscale.report.model import CampaignReport, Section
+from hpcscale.version import hpcscale_version
 
 
 def table_md(frame: pd.DataFrame) -> str:
@@ -21,7 +22,7 @@ def table_md(frame: pd.DataFrame) -> str:
 
 def render(reports: Sequence[CampaignReport], title: str, stamp: str) -> str:
     single = len(reports) == 1
-    lines = [f"# {title}", "", f"_Generated {stamp} by hpcscale._", ""]
+    lines = [f"# {title}", "", f"_Generated {stamp} by hpcscale {hpcscale_version()}._", ""]
     if not single:
         lines += ["Campaigns: " + ", ".join(f"[{r.name}](#{_anchor(r.name)})" for r in reports), ""]
     for rep in reports:

@@ -49,5 +49,10 @@ class CampaignReport:
 
 
 def plot_if(key: str, title: str, figure: Figure | None, caption: str = "") -> list[Plot]:
-    """A section's plots: none when the figure function had nothing to draw."""
-    return [] if figure is None else [Plot(key, title, figure, caption)]
+    """A section's plots: none when the figure function had nothing to draw. What the figure
+    folded (figures.fold: too many lines to tell apart) is said after the caption."""
+    from hpcscale.report.figures.fold import note_of
+
+    if figure is None:
+        return []
+    return [Plot(key, title, figure, " ".join(filter(None, [caption, note_of(figure)])))]

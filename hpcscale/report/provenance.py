@@ -72,6 +72,7 @@ def software_table(runs: list[tuple[dict[str, Any], dict[str, Any] | None]]) -> 
     rows += _distinct(
         "Hosts", (", ".join(sorted(set(p.get("hostnames") or []))) or None for p in finished)
     )
+    rows += _distinct("hpcscale (rendered the runs)", (r.get("hpcscale_version") for r, _ in runs))
     rows += _distinct("System profile", (r.get("system") for r, _ in runs))
     rows += _distinct("MPI flavour", (r.get("mpi") for r, _ in runs))
     rows += _distinct("Launcher", (r.get("launcher") for r, _ in runs))

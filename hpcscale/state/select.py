@@ -4,7 +4,7 @@ fields (state, backend, job_id, ...), evaluated safely by hpcscale.core.where.""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -34,3 +34,24 @@ def select_rows(rows: Iterable[RunRow], where: str | None) -> list[RunRow]:
         if keep:
             chosen.append(row)
     return chosen
+
+
+MIN_PREFIX = 4  # characters of a run id that may stand for it (as `hpcscale trace` takes them)
+
+
+def find_run(run: str, campaigns: Mapping[str, Sequence[RunRow]], where: str) -> tuple[str, RunRow]:
+    """The run whose id is `run`, or starts with it (at least MIN_PREFIX characters), among
+    each campaign's ledger rows: (campaign, row). None or several is a usage error saying so."""
+    hits = [(c, r) for c, rows in campaigns.items() for r in rows if r.run_id == run]
+    if not hits and len(run) >= MIN_PREFIX:
+        hits = [(c, r) for c, rows in campaigns.items() for r in rows if r.run_id.startswith(run)]
+    if not hits:
+        short = (
+            f" (a prefix needs {MIN_PREFIX} characters or more)" if len(run) < MIN_PREFIX else ""
+        )
+        raise UsageError(f"{run}: no run with this id or prefix in {where}{short}")
+    if len(hits) > 1:
+        listed = ", ".join(f"{c}/{r.run_id}" for c, r in hits[:5])
+        more = f" and {len(hits) - 5} more" if len(hits) > 5 else ""
+        raise UsageError(f"{run}: matches several runs ({listed}{more}); give more of the id")
+    return hits[0]

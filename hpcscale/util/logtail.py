@@ -17,3 +17,18 @@ def tail(path: Path | str, lines: int = 15, max_bytes: int = 8192) -> str | None
         return None
     kept = [ln for ln in text.splitlines() if ln.strip()]
     return "\n".join(kept[-lines:]) if kept else None
+
+
+def last_lines(path: Path | str, lines: int, block: int = 65536) -> bytes:
+    """The last `lines` lines of `path`, blank ones included, read backwards from its end in
+    blocks (a multi-gigabyte log costs what its end costs). OSError propagates."""
+    with open(path, "rb") as fh:
+        pos = fh.seek(0, os.SEEK_END)
+        data = b""
+        while pos > 0 and data.count(b"\n", 0, len(data) - 1) < lines:
+            step = min(block, pos)
+            pos -= step
+            fh.seek(pos)
+            data = fh.read(step) + data
+    kept = data.splitlines(keepends=True)[-lines:] if lines > 0 else []
+    return b"".join(kept)

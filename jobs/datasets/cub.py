@@ -21,6 +21,7 @@ import pickle
 import random
 from collections import defaultdict
 from pathlib import Path
+from typing import Optional
 
 import numpy as np
 import tensorflow as tf
@@ -76,7 +77,7 @@ def load_embeddings(root: Path) -> tuple[np.ndarray, Path]:
     return arr, path
 
 
-def per_class(names: list[str], k: int | None, seed: int) -> list[int]:
+def per_class(names: list[str], k: Optional[int], seed: int) -> list[int]:
     """Indices of a seeded choice of k images per class (all of a smaller class), in order."""
     if k is None:
         return list(range(len(names)))

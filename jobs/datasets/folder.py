@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import random
 from pathlib import Path
+from typing import Union
 
 import numpy as np
 import tensorflow as tf
@@ -92,7 +93,7 @@ def make_folder(
     check_size(len(train), global_batch, f"--data-dir {cfg.data_dir}")
     px, gan = cfg.image_size, cfg.workload == "gan"
 
-    def load(path: tf.Tensor, label: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor] | tf.Tensor:
+    def load(path: tf.Tensor, label: tf.Tensor) -> Union[tuple[tf.Tensor, tf.Tensor], tf.Tensor]:
         img = decode(tf.io.read_file(path), px)
         return img if gan else (img, label)
 

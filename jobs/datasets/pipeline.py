@@ -13,7 +13,7 @@ import random
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, Union
 
 import tensorflow as tf
 
@@ -51,7 +51,7 @@ def image_files(directory: Path) -> list[Path]:
     )
 
 
-def decode(data: tf.Tensor, px: int, center_crop: int | bool | None = None) -> tf.Tensor:
+def decode(data: tf.Tensor, px: int, center_crop: Union[int, bool, None] = None) -> tf.Tensor:
     """Encoded bytes -> a px x px float image in [-1, 1]. With `center_crop` (True: the shorter
     side; an int: that many px, at most the shorter side) a centred square is cut first."""
     img = tf.io.decode_image(data, channels=3, expand_animations=False)

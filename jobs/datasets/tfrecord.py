@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import struct
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional, Union
 
 import numpy as np
 import tensorflow as tf
@@ -84,7 +84,7 @@ class Part:
         return ds.shard(shards, rank), max(0, (self.size - rank + shards - 1) // shards)
 
 
-def _parts(cfg: JobConfig) -> tuple[Part, Part | None]:
+def _parts(cfg: JobConfig) -> tuple[Part, Optional[Part]]:
     """(training part, held-out part or None)."""
     assert cfg.data_dir is not None
     files = shard_files(cfg.data_dir, "train")
@@ -92,7 +92,7 @@ def _parts(cfg: JobConfig) -> tuple[Part, Part | None]:
         raise JobUsageError(f"--data-dir {cfg.data_dir}: no train-*-of-* TFRecord files")
     counts = [count_records(f) for f in files]
     held = [held_out(cfg.val_split, n) for n in counts]
-    train = Part(files, held, [n - k for n, k in zip(counts, held, strict=True)])
+    train = Part(files, held, [n - k for n, k in zip(counts, held)])
     if cfg.val_split > 0:
         return train, Part(files, [0] * len(files), held)
     val_files = shard_files(cfg.val_dir or cfg.data_dir, "validation")
@@ -136,7 +136,7 @@ def make_tfrecord(
 def _loader(cfg: JobConfig) -> Any:
     px, gan, classes = cfg.image_size, cfg.workload == "gan", cfg.num_classes
 
-    def load(record: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor] | tf.Tensor:
+    def load(record: tf.Tensor) -> Union[tuple[tf.Tensor, tf.Tensor], tf.Tensor]:
         ex = tf.io.parse_single_example(record, FEATURES)
         img = decode(ex["image/encoded"], px)
         if gan:

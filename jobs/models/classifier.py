@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 import tensorflow as tf
 
@@ -60,7 +60,7 @@ def keras_cache() -> Path:
     return Path(os.environ.get("KERAS_HOME", "~/.keras")).expanduser() / "models"
 
 
-def weights_path(cfg: JobConfig) -> str | None:
+def weights_path(cfg: JobConfig) -> Optional[str]:
     """The weights file --weights names (None: random initialisation); JobUsageError when absent."""
     if cfg.weights == "none":
         return None
@@ -105,7 +105,7 @@ def build_model(cfg: JobConfig, num_classes: int) -> tuple[tf.keras.Model, tf.ke
     return tf.keras.Model(inputs, logits, name="classifier"), backbone
 
 
-def set_trainable(backbone: tf.keras.Model, top_layers: int | None, frozen: bool) -> None:
+def set_trainable(backbone: tf.keras.Model, top_layers: Optional[int], frozen: bool) -> None:
     """Freeze the whole backbone, or train only its top `top_layers` layers (None: all)."""
     backbone.trainable = not frozen
     if frozen or top_layers is None:

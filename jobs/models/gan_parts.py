@@ -8,6 +8,7 @@ paper: about 3.6 M generator and 2.8 M discriminator parameters).
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Optional
 
 import tensorflow as tf
 
@@ -22,7 +23,7 @@ def identity(layer: layers.Layer) -> layers.Layer:
 
 
 def generator(
-    cfg: JobConfig, norm: Callable[[], layers.Layer] | None, wrap: Wrap = identity
+    cfg: JobConfig, norm: Optional[Callable[[], layers.Layer]], wrap: Wrap = identity
 ) -> tf.keras.Model:
     """z -> image in [-1, 1]. `norm` builds the layer after each hidden (de)conv (None: none);
     `wrap` wraps each weight layer (spectral normalisation for SNGAN)."""
@@ -49,7 +50,7 @@ def generator(
 def critic(
     cfg: JobConfig,
     name: str,
-    norm: Callable[[], layers.Layer] | None,
+    norm: Optional[Callable[[], layers.Layer]],
     wrap: Wrap = identity,
     extra_conv: bool = False,
 ) -> tf.keras.Model:

@@ -24,7 +24,7 @@ import os
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 import numpy as np
 import tensorflow as tf
@@ -237,7 +237,7 @@ def _fixed_text(cfg: JobConfig) -> np.ndarray:
 
 
 def _samples(
-    cfg: JobConfig, g1: tf.keras.Model, g2: tf.keras.Model | None = None
+    cfg: JobConfig, g1: tf.keras.Model, g2: Optional[tf.keras.Model] = None
 ) -> Callable[[], dict[str, Any]]:
     """Grids from fixed text (one embedding per row), noise (one per column) and the
     conditioning's mean (eps = 0); stage 2 also returns its Stage-I images as "stage1". The

@@ -142,11 +142,15 @@ def plan(
     return out
 
 
-def chained(batch: Batch, max_parallel: int | None, previous_job: str | None) -> Batch:
-    """`batch` set to start after the same submit's previous sbatch when a throttle is asked
-    for: at most `max_parallel` runs at once across all arrays, not only within each (the
-    local cluster's 1-node and 2-node arrays would otherwise run together on one machine)."""
-    batch.after = previous_job if max_parallel else None
+def chained(batch: Batch, max_parallel: int | None, earlier: Sequence[str]) -> Batch:
+    """`batch` set to start after a job of the same submit (`earlier`: its job ids so far, in
+    order, over every round of `--follow`) when a throttle is asked for, so that at most
+    `max_parallel` runs go at once across all its sbatch calls, not only within one array (the
+    local cluster's 1-node and 2-node arrays would otherwise run together on one machine).
+    An array (itself throttled to %N) starts after the last job; a plain job after the one
+    `max_parallel` jobs back, which makes N lanes of one job at a time: N at once."""
+    lag = 1 if batch.array else (max_parallel or 0)
+    batch.after = earlier[-lag] if max_parallel and len(earlier) >= lag else None
     return batch
 
 
@@ -166,7 +170,7 @@ def describe(
     batches = plan(rendered, array=array, stamp="<stamp>", max_array_size=max_array_size)
     out = []
     for n, b in enumerate(batches, start=1):
-        chained(b, max_parallel, f"<job of sbatch {n - 1}>" if n > 1 else None)
+        chained(b, max_parallel, [f"<job of sbatch {k}>" for k in range(1, n)])
         if b.array:
             out.append(
                 f"# array {n}/{len(batches)}: {len(b.runs)} run(s), indices "

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from hpcscale.backends.base import Backend, BackendOptions, Refreshed, Submission
@@ -77,6 +78,9 @@ class SlurmBackend(Backend):
 
     def cancel(self, ledger: Ledger, run_ids: Sequence[str]) -> list[str]:
         return submit.cancel(ledger, run_ids)
+
+    def outputs(self, row: RunRow) -> list[Path]:
+        return sync.output_files(row, self.campaign_dir)
 
     def describe(self, rendered: Sequence[Rendered], options: BackendOptions) -> list[str]:
         """The sbatch calls, split as the cluster's limits (or SLURM's defaults, when no cluster

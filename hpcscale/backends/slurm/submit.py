@@ -162,13 +162,10 @@ class Submitter:
             batches = plan(
                 todo, indices, array=self.array, stamp=stamp, max_array_size=self.limits.array_tasks
             )
-            previous: str | None = None  # a throttle chains this round's sbatch calls
-            for batch in batches:
-                jobs = len(self.out.jobs)
+            for batch in batches:  # a throttle chains them to this submit's earlier jobs
                 with ctrl_c_deferred():
-                    if not self.submit_batch(chained(batch, self.max_parallel, previous)):
+                    if not self.submit_batch(chained(batch, self.max_parallel, self.out.jobs)):
                         break  # the queue is full after all: the rest waits
-                previous = self.out.jobs[-1] if len(self.out.jobs) > jobs else previous
             return len(self.remaining())
 
     def repair(self) -> None:
@@ -219,6 +216,7 @@ class Submitter:
         self.out.submitted += batch.run_ids
         self.out.jobs.append(jid)
         label = f"array {jid} ({len(batch.runs)} runs)" if batch.array else f"job {jid}"
+        label += f" after {batch.after}" if batch.after else ""
         self.reporter.info(f"submitted {label}: {' '.join(batch.shape)}")
         return True
 

@@ -6,9 +6,9 @@ from pathlib import Path
 from typing import Any
 
 from hpcscale.backends.base import Refreshed, StateChange
-from hpcscale.backends.slurm import query
+from hpcscale.backends.slurm import arrays, query
 from hpcscale.backends.slurm.repair import has_intents, repair
-from hpcscale.state.ledger import Ledger
+from hpcscale.state.ledger import Ledger, RunRow
 from hpcscale.state.states import NOT_ENDED, RunState
 from hpcscale.util.logtail import tail
 
@@ -20,6 +20,20 @@ def failure_tail(run_dir: str) -> str | None:
     outs = sorted(Path(run_dir).glob("slurm-*.out"), key=lambda p: p.stat().st_mtime)
     text = tail(outs[-1], lines=8, max_bytes=4096) if outs else None
     return text[-1500:] if text else None
+
+
+def output_files(row: RunRow, cdir: Path) -> list[Path]:
+    """A SLURM run's output files that exist: the job script's own (the newest slurm-*.out in
+    its run directory: a resubmitted run has one per attempt), then, for an array task, the
+    array's file for it (arrays/slurm-A_a.out), where slurmstepd writes what it says of the
+    task (a time limit, an OOM kill) and the wrapper its own refusals."""
+    mine = sorted(Path(row.run_dir).glob("slurm-*.out"), key=lambda p: p.stat().st_mtime)
+    out = mine[-1:]
+    if row.array_job_id is not None and row.array_index is not None:
+        task = arrays.arrays_dir(cdir) / f"slurm-{row.array_job_id}_{row.array_index}.out"
+        if task.is_file():
+            out.append(task)
+    return out
 
 
 def refresh(ledger: Ledger, cdir: Path) -> Refreshed:

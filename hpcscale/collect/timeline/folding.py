@@ -3,8 +3,9 @@
 An engine reads records and pairs each `E` with its `B` (its own way: a Python loop, or C);
 `SpanFolder` takes the pairs of a chunk as arrays and does the rest once for both: category of
 each span, per-tensor time, op counts and allreduce bytes, streaming unions per category and per
-activity, readiness ticks, and the final `TimelineSummary`. One copy of that logic is what
-keeps the two engines' figures identical.
+activity, the union of the two waits and its part inside communication, readiness ticks, and
+the final `TimelineSummary`. One copy of that logic is what keeps the two engines' figures
+identical.
 
 The streaming unions rely on `ts` never decreasing along the file, with SLACK_US of leeway: a
 span that still arrives after its time was finalised (e.g. a B whose E was lost for STALE_US)
@@ -34,6 +35,7 @@ STALE_US = 600_000_000
 TOP_KEEP = 100
 
 COMM, NEGOTIATE, TRANSPORT = (CATEGORIES.index(c) for c in ("comm", "negotiate", "transport"))
+WAITS = np.array([CATEGORIES.index(c) for c in ("wait_for_data", "wait_for_other_tensor_data")])
 
 # For the few rows that need them: the tensor bytes in each closing E's args (-1: unknown), and
 # whether each span sat inside an ALLREDUCE. Rows index the arrays given to `fold_spans`.
@@ -63,6 +65,12 @@ class SpanFolder(ABC):
         self.by_name: list[StreamingUnion] = []
         self.by_cat = [StreamingUnion(keep=(c == "comm" and keep_comm)) for c in CATEGORIES]
         self.allreduce_transport = StreamingUnion()
+        # The two waits unioned in time: in a fused batch a tensor already ready waits for the
+        # others (WAIT_FOR_OTHER_TENSOR_DATA) while another still waits for its own data
+        # (WAIT_FOR_DATA), so the two overlap. And that union with communication, from the
+        # first wait on (`_fold_waits`), for the part of the waits inside communication.
+        self.waits = StreamingUnion()
+        self.waits_or_comm: StreamingUnion | None = None
         self.allreduce_code = self._code("ALLREDUCE")
         self.name_pool: dict[str, int] = {}
         self.name_idx = np.full(64, -1, dtype=np.int64)
@@ -155,6 +163,25 @@ class SpanFolder(ABC):
             self.by_name[c].add(spans[code == c], mark)
         for k in np.unique(cat).tolist():
             self.late_spans += self.by_cat[k].add(spans[cat == k], mark)
+        self._fold_waits(spans, cat, mark)
+
+    def _fold_waits(self, spans: np.ndarray, cat: np.ndarray, mark: int) -> None:
+        """Union the two waits, and the waits with communication: |waits ∩ comm| = |waits| +
+        |comm| - |waits ∪ comm|. The second starts as a copy of the communication union when the
+        first wait comes (this chunk's communication is already in it), so a timeline without
+        waits (CPU) pays nothing for it. Late spans are counted once, by the category unions."""
+        is_wait = np.isin(cat, WAITS)
+        if self.waits_or_comm is None:
+            if not is_wait.any():
+                return
+            self.waits_or_comm = self.by_cat[COMM].copy()
+            rows = is_wait
+        else:
+            rows = is_wait | (cat == COMM)
+        if is_wait.any():
+            self.waits.add(spans[is_wait], mark)
+        if rows.any():
+            self.waits_or_comm.add(spans[rows], mark)
 
     def _fold_collectives(
         self,
@@ -249,6 +276,11 @@ class SpanFolder(ABC):
         open_begins = self.open_begin_ts()
         if len(open_begins):
             self._extend_span(int(open_begins.min()), int(open_begins.max()))
+        waits_us, comm_us = self.waits.total_us(), self.by_cat[COMM].total_us()
+        both_us = comm_us if self.waits_or_comm is None else self.waits_or_comm.total_us()
+        # Exact while spans arrive in time order (Horovod writes them so); the bounds only hold
+        # a file whose late spans were clipped apart in the unions (counted in late_spans).
+        waits_in_comm_us = min(max(waits_us + comm_us - both_us, 0), waits_us, comm_us)
         collectives = {
             self.names[c]: int(n)
             for c, n in enumerate(self.op_count.tolist())
@@ -275,6 +307,8 @@ class SpanFolder(ABC):
             allreduce_tensors=self.allreduce_tensors,
             allreduce_transport_us=self.allreduce_transport.total_us(),
             allreduce_us=self.by_name[self.allreduce_code].total_us(),
+            waits_us=waits_us,
+            waits_in_comm_us=waits_in_comm_us,
             ranks=self.max_rank + 1 if self.max_rank >= 0 else None,
             last_ready=dict(self.last_ready),
             ticks=self.ticks,

@@ -49,6 +49,13 @@ class StreamingUnion:
         self.watermark = watermark if self.watermark is None else max(self.watermark, watermark)
         return late
 
+    def copy(self) -> StreamingUnion:
+        """The same union so far (its final total, open tail and watermark), to grow apart."""
+        out = StreamingUnion(keep=False)
+        out.count, out.done_us, out.tail = self.count, self.done_us, self.tail.copy()
+        out.watermark = self.watermark
+        return out
+
     def total_us(self) -> int:
         return self.done_us + iv.sum_lengths(self.tail)
 

@@ -45,6 +45,11 @@ class TimelineSummary:
     allreduce_tensors: int = 0
     allreduce_transport_us: int = 0
     allreduce_us: int = 0
+    # WAIT_FOR_DATA and WAIT_FOR_OTHER_TENSOR_DATA unioned in time (they overlap: see folding),
+    # and the part of that union inside communication (the two differ only where a wait's
+    # collective never closed, e.g. in a killed run's timeline)
+    waits_us: int = 0
+    waits_in_comm_us: int = 0
     ranks: int | None = None
     last_ready: dict[int, int] = field(default_factory=dict)
     ticks: int = 0
@@ -96,6 +101,8 @@ class TimelineSummary:
         if self.empty:
             out["message"] = NO_COLLECTIVES
         out.update({f"{c}_s": self.seconds(c) for c in CATEGORIES})
+        out["waits_s"] = self.waits_us / 1e6
+        out["waits_in_comm_s"] = self.waits_in_comm_us / 1e6
         out["span_s"] = self.span_us / 1e6
         out.update(
             events=self.events,

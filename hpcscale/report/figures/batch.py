@@ -28,11 +28,11 @@ def batch_curves(rows: pd.DataFrame) -> Figure | None:
     if rows.empty or rows["batch_per_rank"].nunique() < 2:
         return None
     keys = [p for p in lbl.CELL_PARTS if p not in ("batch_per_rank", "global_batch", "device")]
-    varying = lbl.varying(rows, keys)
+    varying = lbl.varying(rows, lbl.with_args(rows, keys))  # a swept argument: lines apart
     models = sorted(rows["model"].unique())
     fig = new_figure(3.8, WIDTH * 0.75)
     (ax,) = axes_grid(fig)
-    line_keys = ["model", "device", *[c for p in varying for c in lbl.PARTS[p][0]]]
+    line_keys = ["model", "device", *[c for p in varying for c in lbl.part_of(p)[0]]]
     for _, g in rows.groupby(list(dict.fromkeys(line_keys)), sort=True, dropna=False):
         g = g.sort_values("batch_per_rank")
         first = g.iloc[0]

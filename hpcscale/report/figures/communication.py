@@ -9,10 +9,11 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.image import AxesImage
 
-from hpcscale.analysis.sweeps import timed
+from hpcscale.analysis.sweeps import sweep_keys, timed
 from hpcscale.analysis.tables import fusion_grid
 from hpcscale.core.vocab import term
 from hpcscale.report import labels as lbl
+from hpcscale.report.figures.fold import spaced, spread_pick, with_note
 from hpcscale.report.figures.style import (
     PHASE_COLOURS,
     WIDTH,
@@ -35,6 +36,7 @@ def overlap_bars(cells: pd.DataFrame) -> Figure | None:
     rows = timed(cells).sort_values(["group", "axis_value"], kind="stable")
     if rows.empty:
         return None
+    rows, folded = spread_pick(rows, "epoch_time_s")  # at most MAX_BARS bars
     names = lbl.labels(rows, lbl.CELL_PARTS)
     exact = all(c in rows.columns for c in ("exact_compute_s", "exact_overlap_s"))
     exact = exact and bool(rows["exact_compute_s"].notna().any())
@@ -77,45 +79,94 @@ def overlap_bars(cells: pd.DataFrame) -> Figure | None:
         ax.grid(axis="y", visible=False)
     for ax in axes:  # each view names its own parts, beside its panel
         ax.legend(loc="center left", bbox_to_anchor=(1.02, 0.5), frameon=False, fontsize=8)
-    return fig
+    return with_note(fig, folded)
 
 
 @styled
 def fusion_heatmap(cells: pd.DataFrame) -> Figure | None:
-    """Cycle time x fusion buffer of epoch time (and of communication-only share when a
-    timeline was collected), one panel per model and device."""
+    """Cycle time x fusion buffer as heat maps: one row of panels per sweep (cells equal in
+    everything but the two knobs, so one model, device and scale each: 1 and 2 ranks are two
+    maps, never one median), one panel per metric (epoch time, and the communication-only share
+    when a timeline was collected), the metric in colour and each cell's value written in it
+    when it fits. Past MAX_FIGURES sweeps, evenly spaced ones are drawn (said in the note)."""
     rows = cells[cells["fusion_threshold_mb"].notna() & cells["cycle_time_ms"].notna()]
     if rows.empty:
         return None
     values = [("epoch_time_s", term("epoch_time_s").heading, "viridis")]
     if rows["only_comm_pct"].notna().any():
         values.append(("only_comm_pct", "Communication only (% of epoch)", "magma_r"))
-    panels = list(rows.groupby(["model", "device"], sort=True))
+    key = sweep_keys(rows, KNOB_COLUMNS)
+    order = rows.sort_values(["model", "device", "axis_value", "nodes"], kind="stable")
+    ids = list(dict.fromkeys(key[order.index]))
+    shown = spaced(ids)
+    firsts = order.loc[[key[order.index].eq(k).idxmax() for k in shown]]
+    names = lbl.labels(firsts, [p for p in lbl.CELL_PARTS if p not in HEAT_KNOB_PARTS])
     nx = rows["fusion_threshold_mb"].nunique()
-    fig = new_figure(
-        (1.2 + 0.45 * rows["cycle_time_ms"].nunique()) * len(panels),
-        min(WIDTH * 1.3, max(WIDTH * 0.75, (1.8 + 0.75 * nx) * len(values))),
-    )
-    axes = iter(axes_grid(fig, len(panels), len(values)))
-    for (model, device), sub in panels:
+    ny = rows["cycle_time_ms"].nunique()
+    ncols = len(values)
+    width = min(WIDTH * 1.3, max(WIDTH * 0.75, (1.8 + 0.75 * nx) * ncols))
+    cell_w = (width / ncols - HEAT_MARGIN_IN) / nx  # inches per heat-map cell, roughly
+    cell_h = min(0.45, max(0.16, 2.2 / ny))
+    fig = new_figure((1.4 + cell_h * ny) * len(shown), width)
+    axes = iter(axes_grid(fig, len(shown), ncols))
+    for k, name in zip(shown, names, strict=True):
+        sub = rows[key == k]
+        first = sub.iloc[0]
+        what = f"{first['model']}, {str(first['device']).upper()}"
+        what += f", {name}" if len(shown) > 1 and name != str(first["model"]) else ""
         for metric, title, cmap in values:
             ax = next(axes)
             grid = fusion_grid(sub, metric)
             data = grid.to_numpy(float)
             im = ax.imshow(data, cmap=cmap, aspect="auto")
-            ax.set_xticks(range(grid.shape[1]), [f"{v:g}" for v in grid.columns])
-            ax.set_yticks(range(grid.shape[0]), [f"{v:g}" for v in grid.index])
+            _ticks(ax, [f"{v:g}" for v in grid.columns], [f"{v:g}" for v in grid.index], cell_w)
             ax.set_xlabel("Fusion buffer (MB)")  # the seed tables' name for the threshold
             ax.set_ylabel(term("cycle_time_ms").heading)
-            ax.set_title(f"{model}, {str(device).upper()}: {title}")
+            ax.set_title(f"{what}: {title}", fontsize=9 if len(what) > 30 else None)
             ax.grid(False)
-            _annotate(ax, im, data)
+            if not _annotate(ax, im, data, cell_w, cell_h):
+                with_note(
+                    fig,
+                    "Values are not written in the cells (too small to hold them); they are "
+                    "in the section's table.",
+                )
             fig.colorbar(im, ax=ax, label=title, shrink=0.9)
+    if len(shown) < len(ids):
+        with_note(
+            fig,
+            f"{len(shown)} of {len(ids)} sweeps drawn (evenly spaced in model, device and "
+            f"scale order); every cell of every sweep is in the section's table.",
+        )
     return fig
 
 
-def _annotate(ax: Axes, image: AxesImage, data: np.ndarray) -> None:
-    """Each cell's value, in white on dark colours and black on light ones."""
+KNOB_COLUMNS = ("fusion_threshold_mb", "cycle_time_ms")
+HEAT_KNOB_PARTS = KNOB_COLUMNS  # label parts the maps' axes already say
+HEAT_MARGIN_IN = 1.5  # a panel's y label, tick labels and colour bar, roughly
+HEAT_FONT = 7.0  # points: a value written in a cell
+
+
+def _ticks(ax: Axes, xs: list[str], ys: list[str], cell_w: float) -> None:
+    """Every column and row named when the labels fit, else every k-th (never overlapping)."""
+    widest = max(len(t) for t in xs) * 0.6 * 9 / 72 + 0.05  # inches, at the 9-pt tick font
+    step = max(1, int(np.ceil(widest / max(cell_w, 1e-3))))
+    ax.set_xticks(range(0, len(xs), step), xs[::step])
+    ystep = max(1, int(np.ceil(len(ys) / 24)))
+    ax.set_yticks(range(0, len(ys), ystep), ys[::ystep])
+
+
+def _annotate(
+    ax: Axes, image: AxesImage, data: np.ndarray, cell_w: float = 1.0, cell_h: float = 1.0
+) -> bool:
+    """Each cell's value, in white on dark colours and black on light ones, when every value
+    fits its cell (at HEAT_FONT points); False (nothing written) when they do not."""
+    texts = [f"{v:.3g}" for v in data.ravel() if np.isfinite(v)]
+    if not texts:
+        return True
+    widest = max(map(len, texts)) * 0.6 * HEAT_FONT / 72  # inches
+    tall = 1.3 * HEAT_FONT / 72
+    if widest > 0.9 * cell_w or tall > 0.9 * cell_h:
+        return False
     for (i, j), v in np.ndenumerate(data):
         if not np.isfinite(v):
             continue
@@ -127,6 +178,7 @@ def _annotate(ax: Axes, image: AxesImage, data: np.ndarray) -> None:
             f"{v:.3g}",
             ha="center",
             va="center",
-            fontsize=8,
+            fontsize=HEAT_FONT,
             color="white" if dark else "black",
         )
+    return True

@@ -9,12 +9,14 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from hpcscale.analysis import compare as cmp
+from hpcscale.analysis.intervals import METHODS, short_label
 from hpcscale.report.figures.style import (
     WIDTH,
     axes_grid,
     axis_title,
+    bars_entry,
     colour,
-    interval_bars,
+    interval_bounds,
     line,
     log2_x,
     new_figure,
@@ -59,7 +61,8 @@ def overlay(
                     ax,
                     sel["axis_value"].to_numpy(float),
                     sel[m].to_numpy(float),
-                    interval_bars(sel, m),
+                    None,
+                    interval_bounds(sel, m),
                     color=colour(i),
                     ls=LINESTYLES[j % len(LINESTYLES)],
                     marker=MARKERS[i % len(MARKERS)],
@@ -73,5 +76,11 @@ def overlay(
     for ax in axes[len(shown) :]:
         ax.set_visible(False)
     handles, texts = axes[0].get_legend_handles_labels()
+    for method in dict.fromkeys(METHODS[m] for m in shown):  # what the error bars are
+        ms = [m for m in shown if METHODS[m] == method]
+        said = short_label(aligned, ms[0])
+        if said:
+            handles.append(bars_entry(""))
+            texts.append(f"{' and '.join(HEADINGS[m] for m in ms)} error bars: {said}")
     fig.legend(handles, texts, loc="outside lower center", ncols=min(3, len(texts)), frameon=False)
     return fig

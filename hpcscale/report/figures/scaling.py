@@ -8,19 +8,22 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
+from hpcscale.analysis.intervals import short_label
 from hpcscale.analysis.sweeps import scaled_groups
 from hpcscale.analysis.tables import strategy_name
 from hpcscale.core.vocab import term
 from hpcscale.report import labels as lbl
+from hpcscale.report.figures.fold import fold_groups, with_note
 from hpcscale.report.figures.style import (
     WIDTH,
     axes_grid,
     axis_title,
     colour,
-    interval_bars,
+    interval_bounds,
     legend_below,
     line,
     log2_x,
+    name_bars,
     new_figure,
     spread,
     styled,
@@ -30,11 +33,15 @@ from hpcscale.report.figures.style import (
 @styled
 def throughput(cells: pd.DataFrame) -> Figure | None:
     """Images/s against the scaled axis, one panel per scaling mode, each group with its ideal
-    (linear from the group's baseline) as a dashed line of the same colour."""
+    (linear from the group's baseline) as a dashed line of the same colour; past MAX_LINES
+    groups in a panel the others are folded into a band (figures.fold)."""
     scaled = scaled_groups(cells)
     modes = [m for m in ("weak", "strong") if (scaled["scaling"] == m).any()]
     if not modes:
         return None
+    folds = {m: fold_groups(scaled[scaled["scaling"] == m]) for m in modes}
+    every = scaled
+    scaled = pd.concat([rows for rows, _ in folds.values()])
     names = lbl.group_labels(scaled, scaling_parts=False)
     colours = {g: colour(i) for i, g in enumerate(sorted(names))}
     fig = new_figure(3.6 + 0.25 * len(names), WIDTH if len(modes) > 1 else WIDTH * 0.75)
@@ -43,21 +50,25 @@ def throughput(cells: pd.DataFrame) -> Figure | None:
         for gid, g in sub.groupby("group", sort=True):
             g = g.sort_values("axis_value")
             x = g["axis_value"].to_numpy(float)
+            bounds = interval_bounds(g, "images_per_s")
             line(
                 ax,
                 x,
                 g["images_per_s"],
-                interval_bars(g, "images_per_s")
-                if interval_bars(g, "images_per_s") is not None
-                else spread(g, "images_per_s"),
+                spread(g, "images_per_s") if bounds is None else None,
+                bounds,
                 marker="o",
                 color=colours[gid],
                 label=names[gid],
             )
             ideal = (g["base_images_per_s"] * g["scale"]).to_numpy(float)
             ax.plot(x, ideal, ls="--", lw=1.2, color=colours[gid])
+        if (folded := folds[mode][1]) is not None:
+            folded.band(ax, "images_per_s")
+            with_note(fig, f"{mode.capitalize()} scaling: {folded.note()}")
         ax.plot([], [], ls="--", color="0.35", label="ideal (linear from the baseline)")
-        log2_x(ax, sub["axis_value"])
+        name_bars(ax, _bars_name(sub, "images_per_s"))
+        log2_x(ax, every[every["scaling"] == mode]["axis_value"])
         ax.set_ylim(bottom=0)
         ax.set_title(f"{mode.capitalize()} scaling")
         ax.set_xlabel(axis_title(str(sub["axis"].iloc[0])))
@@ -69,10 +80,13 @@ def throughput(cells: pd.DataFrame) -> Figure | None:
 @styled
 def efficiency(cells: pd.DataFrame) -> Figure | None:
     """Scaling efficiency per strategy (strong: on time, weak: on throughput); 1 is ideal. Below
-    it, when a strong-scaling group has one, the Karp–Flatt serial fraction (same colours)."""
+    it, when a strong-scaling group has one, the Karp–Flatt serial fraction (same colours).
+    Past MAX_LINES groups the others are folded into a band (figures.fold)."""
     scaled = scaled_groups(cells)
     if scaled.empty:
         return None
+    every = scaled
+    scaled, folded = fold_groups(scaled)
     names = lbl.group_labels(scaled)
     kf = scaled["karp_flatt"] if "karp_flatt" in scaled.columns else pd.Series(dtype=float)
     serial = bool(np.isfinite(kf.to_numpy(float)).any())
@@ -90,14 +104,19 @@ def efficiency(cells: pd.DataFrame) -> Figure | None:
             ax,
             g["axis_value"],
             g["efficiency"],
-            interval_bars(g, "efficiency"),
+            None,
+            interval_bounds(g, "efficiency"),
             marker="o",
             color=colour(i),
             label=name,
         )
+    if folded is not None:
+        folded.band(ax, "efficiency")
+        with_note(fig, folded.note())
     ax.axhline(1.0, ls="--", color="0.35", lw=1.2, label="ideal (efficiency 1)")
-    log2_x(ax, scaled["axis_value"])
-    top = float(np.nanmax(scaled["efficiency"].to_numpy(float), initial=1.0))
+    name_bars(ax, _bars_name(scaled, "efficiency"))
+    log2_x(ax, every["axis_value"])
+    top = float(np.nanmax(every["efficiency"].to_numpy(float), initial=1.0))
     ax.set_ylim(0, max(1.1, top * 1.1))
     ax.set_title("Scaling efficiency per strategy")
     ax.set_xlabel(axis_title(str(scaled["axis"].iloc[0])))
@@ -106,6 +125,15 @@ def efficiency(cells: pd.DataFrame) -> Figure | None:
     if serial:
         _karp_flatt(axes[1], scaled, labels)
     return fig
+
+
+def _bars_name(rows: pd.DataFrame, metric: str) -> str | None:
+    """The legend's name for a panel's error bars: the interval's method and level, or the
+    repeats' range where no cell has an interval."""
+    said = short_label(rows, metric)
+    if said is None and spread(rows, metric) is not None:
+        return "error bars: min to max of the repeats (a range, not an interval)"
+    return None if said is None else f"error bars: {said}"
 
 
 def _karp_flatt(ax: Axes, scaled: pd.DataFrame, labels: dict[int, tuple[str, str]]) -> None:
@@ -133,6 +161,10 @@ def extrapolation(cells: pd.DataFrame, curve: pd.DataFrame, points: pd.DataFrame
     `curve` and `points` are `extrapolate()` frames on a dense grid and at the asked sizes."""
     if points.empty:
         return None
+    shown, folded = fold_groups(cells[cells["group"].isin(points["group"])])
+    if folded is not None:  # too many groups to tell apart: the extremes, the rest in the table
+        points = points[points["group"].isin(shown["group"])]
+        curve = curve[curve["group"].isin(shown["group"])]
     laws = [law for law in ("amdahl", "gustafson") if (points["law"] == law).any()]
     per_law = 4.2 + 0.5 * points["group"].nunique()
     fig = new_figure(per_law * len(laws), WIDTH)
@@ -176,6 +208,8 @@ def extrapolation(cells: pd.DataFrame, curve: pd.DataFrame, points: pd.DataFrame
         ax.set_xlabel(axis_title(str(pts["axis"].iloc[0])))
         ax.set_ylabel(term(metric).heading)
         legend_below(ax, ncols=2)
+    if folded is not None:
+        with_note(fig, folded.note(band=False))
     return fig
 
 

@@ -1,5 +1,6 @@
 """The print style every figure shares: size, palette, fonts, log-2 size axes, legends below the
-data, repeat spreads as error bars. Figures are plain `Figure`s (no pyplot, no global state)."""
+data, repeat spreads and intervals as error bars (named in the legend). Figures are plain
+`Figure`s (no pyplot, no global state)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 from matplotlib.ticker import FixedLocator, NullLocator
 
 DPI = 150
@@ -117,21 +119,38 @@ def spread(rows: pd.DataFrame, metric: str) -> np.ndarray | None:
     return np.vstack([y - rows[lo].to_numpy(float), rows[hi].to_numpy(float) - y])
 
 
-def interval_bars(rows: pd.DataFrame, metric: str) -> np.ndarray | None:
-    """The confidence interval (`<metric>_lo`/`_hi`, analysis.intervals) as error bars, or None
-    when no row has one (no repeats); rows without one get a zero bar."""
+def interval_bounds(rows: pd.DataFrame, metric: str) -> np.ndarray | None:
+    """The interval (`<metric>_lo`/`_hi`, analysis.intervals) as a (2, n) array of its ends,
+    NaN where a row has none; None when no row has one (no repeats). Its ends, not offsets from
+    the point: a speedup's interval (of the geometric means) need not contain the medians'
+    ratio drawn, and is drawn as it is."""
     lo, hi = f"{metric}_lo", f"{metric}_hi"
     if lo not in rows.columns or not rows[lo].notna().any():
         return None
-    y = rows[metric].to_numpy(float)
-    below = np.nan_to_num(y - rows[lo].to_numpy(float))
-    above = np.nan_to_num(rows[hi].to_numpy(float) - y)
-    return np.clip(np.vstack([below, above]), 0, None)
+    return np.vstack([rows[lo].to_numpy(float), rows[hi].to_numpy(float)])
 
 
-def line(ax: Axes, x: Any, y: Any, yerr: np.ndarray | None, **kw: Any) -> None:
-    """A plain line (its Line2D carries the label) unless there is a repeat spread to show."""
-    if yerr is None:
+def line(
+    ax: Axes, x: Any, y: Any, yerr: np.ndarray | None, bounds: np.ndarray | None = None, **kw: Any
+) -> None:
+    """A plain line (its Line2D carries the label), with the repeats' spread (`yerr`, offsets
+    from y) or an interval (`bounds`, its ends: `interval_bounds`) as error bars."""
+    if bounds is not None:
+        ax.plot(x, y, **kw)
+        mid, half = (bounds[0] + bounds[1]) / 2.0, (bounds[1] - bounds[0]) / 2.0
+        ax.errorbar(x, mid, yerr=half, fmt="none", ecolor=kw.get("color"), capsize=3)
+    elif yerr is None:
         ax.plot(x, y, **kw)
     else:
         ax.errorbar(x, y, yerr=yerr, capsize=3, **kw)
+
+
+def bars_entry(label: str) -> Line2D:
+    """A legend entry naming what the error bars are (method and level)."""
+    return Line2D([], [], ls="none", marker="|", markersize=12, color="0.35", label=label)
+
+
+def name_bars(ax: Axes, label: str | None) -> None:
+    """Add the error bars' name to the axes' legend (nothing when there are no bars)."""
+    if label:
+        ax.add_line(bars_entry(label))

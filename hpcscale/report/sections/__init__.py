@@ -20,6 +20,7 @@ from typing import Any
 
 import pandas as pd
 
+from hpcscale.analysis.context import TableContext
 from hpcscale.analysis.derive import derive
 from hpcscale.analysis.quality import cell_flags, quality_flags
 from hpcscale.analysis.references import Reference, check_references
@@ -55,13 +56,17 @@ def campaign_report(
     provenance: Section | None = None,
     targets: Sequence[Any] = (),
     max_nodes: int | None = None,
+    context: TableContext | None = None,
 ) -> CampaignReport:
     """Every applicable section for one campaign's runs (one row per run, collector columns).
     `references` are the campaign's (`hpcscale.core.campaign.Reference`, or mappings with its
     keys). `targets` are `analysis.targets.TargetSpec`s for time to target (none: the workload
-    kind's default); `max_nodes` is the system's, to mark predictions beyond it."""
-    cells = derive(runs)
-    flags = quality_flags(runs)
+    kind's default); `max_nodes` is the system's, to mark predictions beyond it. `context`:
+    what travels beside the table (planned, unreadable, unfinished runs; none for a table
+    known by its rows alone)."""
+    ctx = context or TableContext()
+    cells = derive(runs, planned=ctx.planned_frame)
+    flags = quality_flags(runs, ctx, cells)
     cells["flags"] = cell_flags(cells, flags)
     notes: list[str] = []
     results = check_references(cells, references) if references else []
@@ -83,7 +88,7 @@ def campaign_report(
     ]
     sections = [s for s in (b() for b in builders) if s is not None]
     sections = [mark_cell_tables(s, cells) for s in sections]
-    sections.append(quality_section(runs, flags))
+    sections.append(quality_section(runs, flags, ctx))
     if references:
         sections.append(references_section(results))
     if provenance is not None:

@@ -12,6 +12,7 @@ from hpcscale.analysis import sweeps, tables
 from hpcscale.analysis.batch import THROUGHPUT, batch_speedups
 from hpcscale.analysis.curves import run_series
 from hpcscale.analysis.frame import normalise
+from hpcscale.analysis.overlap import WAITS_SUMMED
 from hpcscale.analysis.targets import TargetSpec
 from hpcscale.report import figures
 from hpcscale.report.figures.batch import sweep_labels
@@ -33,10 +34,20 @@ def overlap_section(cells: pd.DataFrame) -> Section | None:
         return None
     text = [
         "From the Horovod timeline, per epoch: Computation = T − C (epoch time minus overall "
-        "communication), Only communication = C − wait for data − wait for other tensor data, "
-        "Overlap % = the two waits / T. The three percentages add up to 100. CPU timelines "
-        "record no waits, so there Only communication = C.",
+        "communication), Only communication = C − W, Overlap % = W / T, where W is wait for data "
+        "and wait for other tensor data unioned in time inside communication (they overlap: "
+        "in a fused batch one tensor waits for the others while another still waits for its "
+        "data, so their sum would count that time twice). The three percentages add up to 100. "
+        "CPU timelines record no waits, so there Only communication = C.",
     ]
+    summed = int(timed[WAITS_SUMMED].sum()) if WAITS_SUMMED in timed.columns else 0
+    if summed:
+        text.append(
+            f"{summed} of {len(timed)} cell(s) carry the two waits only apart (no union in "
+            "the data): there W is their sum, as in the seed reports, an upper bound on the "
+            "overlap, so Only communication is a lower bound. Where a sum exceeds C the split "
+            "is left out."
+        )
     if "exact_compute_s" in timed.columns and timed["exact_compute_s"].notna().any():
         text.append(
             "The exact columns sweep rank 0's step spans against the timeline's communication "
@@ -168,7 +179,13 @@ def batch_section(
         text,
         tabs,
         [
-            *plot_if("batch", "Batch-size curves", figures.batch_curves(rows)),
+            *plot_if(
+                "batch",
+                "Batch-size curves",
+                figures.batch_curves(rows),
+                "Median over repeats; error bars, where a cell was repeated: min to max of the "
+                "repeats (a range, not an interval).",
+            ),
             *plot_if(
                 "batch_speedup",
                 "Speedup against batch size",

@@ -1,13 +1,25 @@
-"""Comparisons between cells that differ only in a knob (strategy, MPI flavour, fusion, ...): one
-is called faster only when the confidence intervals of their throughput do not overlap."""
+"""What the noise over repeats allows the report to say: the paragraph explaining its intervals
+(method, real level, how often "faster" is said of two equal cells), and the comparisons between
+cells that differ only in a knob (strategy, MPI flavour, fusion, ...): one is called faster only
+when the intervals of their throughput do not overlap."""
 
 from __future__ import annotations
 
 import pandas as pd
 
-from hpcscale.analysis.intervals import INTERVAL_NAME, interval, verdict
+from hpcscale.analysis.intervals import (
+    LEVEL,
+    false_call_rate,
+    interval,
+    labelled,
+    median_rank,
+    note,
+    pct,
+    repeats_needed,
+    verdict,
+)
 from hpcscale.analysis.tables import axis_label
-from hpcscale.core.vocab import KNOBS
+from hpcscale.core.vocab import KNOBS, arg_columns
 from hpcscale.report.labels import KNOB_PARTS, labels
 from hpcscale.report.model import Table
 
@@ -23,12 +35,40 @@ SAME: tuple[str, ...] = (
 )
 METRIC = "images_per_s"
 NO_INTERVAL = "no interval (no repeats): cannot tell which is faster"
+COUNTS_SHOWN = (3, 5, 10)  # repeat counts whose levels the explanation always gives
+
+
+def method_text(cells: pd.DataFrame) -> str | None:
+    """The paragraph explaining the intervals over repeats, with the levels and false-call
+    rates of the repeat counts these cells have; None when no cell has an interval."""
+    if "images_per_s_lo" not in cells.columns or not cells["images_per_s_lo"].notna().any():
+        return None
+    counts = sorted({*COUNTS_SHOWN, *(int(n) for n in cells["repeats"] if n >= 2)})
+    levels = ", ".join(f"{pct(median_rank(n)[1])} with {n}" for n in counts)
+    had = sorted({int(n) for n in cells["repeats"] if n >= 2})
+    calls = ", ".join(f"{pct(false_call_rate(n, n))} of the time with {n} each" for n in had)
+    return (
+        "Intervals over repeats state the level they really have. A cell's images/s and epoch "
+        "time: the order-statistic interval of the median, [x₍ₖ₎, x₍ₙ₊₁₋ₖ₎] of its n sorted "
+        "repeats, which holds the true median with a probability the binomial distribution "
+        "fixes whatever the shape of the noise (outliers and skew included): "
+        f"{levels} repeats. {pct(LEVEL)} needs at least {repeats_needed(LEVEL)} repeats; with "
+        "fewer, [min, max] is given at its own lower level and the table says so. Speedup and "
+        "efficiency divide a cell by its baseline, so both cells' repeats count: a "
+        f"{pct(LEVEL)} Welch t interval on the difference of their mean logarithms (exact for "
+        "log-normal timings, within a few points of its level for normal ones at 3 to 10 "
+        "repeats; the ratio of the medians shown may lie outside it in rare skewed cases). "
+        "Two cells are called different only when their intervals do not overlap: two cells "
+        f"of one true speed are then called different {calls} (order statistics, exact), under "
+        "1 % with two Welch intervals (simulated)."
+    )
 
 
 def comparisons(cells: pd.DataFrame) -> pd.DataFrame:
     """Per set of cells equal in SAME but for a knob: the fastest (median images/s) against each
     other, with the verdict: 'A faster than B' only when the intervals do not overlap."""
     knobs = [c for c in (*KNOBS, "tasks_per_node", "threads_per_task") if c in cells.columns]
+    knobs += arg_columns(cells.columns)  # a swept workload argument is compared like a knob
     rows = []
     if cells.empty:
         return pd.DataFrame()
@@ -55,8 +95,8 @@ def comparisons(cells: pd.DataFrame) -> pd.DataFrame:
                     "B": name,
                     "Images/s A": best[METRIC],
                     "Images/s B": other[METRIC],
-                    "A interval": _fmt(interval(best, METRIC)),
-                    "B interval": _fmt(interval(other, METRIC)),
+                    "A interval": labelled(best, METRIC) or "–",
+                    "B interval": labelled(other, METRIC) or "–",
                     "Verdict": _say(said, best_name, name),
                 }
             )
@@ -72,14 +112,11 @@ def comparison_table(cells: pd.DataFrame, key: str = "comparisons") -> Table | N
         key,
         "Which setting is faster (throughput), within noise or not",
         frame,
-        f"Interval: {INTERVAL_NAME}. Cells whose intervals overlap are within noise; without "
-        "repeats there is no interval and no cell is called faster.",
+        "Intervals (level in brackets): "
+        + note(cells, (METRIC,))
+        + " Cells whose intervals overlap are within noise; without repeats there is no "
+        "interval and no cell is called faster.",
     )
-
-
-def _fmt(ci: tuple[float, float]) -> str:
-    lo, hi = ci
-    return f"[{lo:.4g}, {hi:.4g}]" if lo == lo and hi == hi else "–"
 
 
 def _say(said: str, a: str, b: str) -> str:

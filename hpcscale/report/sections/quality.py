@@ -9,13 +9,15 @@ module only lays them out.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from numbers import Real
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from hpcscale.analysis import tables
+from hpcscale.analysis.context import TableContext
 from hpcscale.analysis.quality import INPUT_BOUND, Flag
 from hpcscale.report.model import Section, Table
 
@@ -41,15 +43,20 @@ _MATCH: dict[str, str] = {
 }
 
 
-def quality_section(runs: pd.DataFrame, flags: Sequence[Flag]) -> Section:
+def quality_section(
+    runs: pd.DataFrame, flags: Sequence[Flag], context: TableContext | None = None
+) -> Section:
     """Every flag (run, its cell, kind, action, reason) plus the collector's notes on runs it
-    read only in part; present always, saying so when there is nothing to list."""
-    rows = [_row(runs, f.run_id, f.kind, f.action, f.reason) for f in flags]
+    read only in part (`context.problems`); present always, saying so when there is nothing to
+    list."""
+    ctx = context or TableContext()
+    cell_of = _cells_by_run(runs, ctx)
+    rows = [[f.run_id, cell_of(f.run_id), f.kind, f.action, f.reason] for f in flags]
     cut = {f.run_id for f in flags if f.kind == "timeline_truncated"}  # its note said the same
-    unreadable = {rid for rid, _ in runs.attrs.get("unreadable") or []}
-    for rid, why in runs.attrs.get("problems") or []:
+    unreadable = {rid for rid, _ in ctx.unreadable}
+    for rid, why in ctx.problems:
         if rid not in unreadable and not (rid in cut and why.startswith(_CUT_NOTES)):
-            rows.append(_row(runs, rid, "collect_note", "flagged", why))
+            rows.append([rid, cell_of(rid), "collect_note", "flagged", why])
     text = [
         "Every run left out of the tables and figures (excluded), or kept but marked in them "
         "(flagged), and why. Tables mark the cells of such runs in their Flags column."
@@ -70,22 +77,35 @@ def mark_flagged(
 
     Rows are matched back to cells on `match` (table column -> cell column; default: the model,
     the scaled axis and the measured figures the table shows); a row matching several cells
-    gets all their flags. A table without flagged cells is returned unchanged."""
+    gets all their flags. A table without flagged cells is returned unchanged.
+
+    The match is a join (values equal as text, numbers to 9 significant digits, missing to
+    missing) of the table's rows with the flagged cells only: linear in rows, where comparing
+    every row with every cell made a 1,000-cell report quadratic."""
     if "flags" not in cells.columns or table.frame.empty or not cells["flags"].astype(bool).any():
         return table
     match = dict(match or {tables.axis_label(cells): "axis_value", **_MATCH})
     match = {t: c for t, c in match.items() if t in table.frame.columns and c in cells.columns}
-    marks, reasons, shown = [], {}, set()
-    for _, trow in table.frame.iterrows():
-        hits = cells[
-            [all(_same(trow[t], crow[c]) for t, c in match.items()) for _, crow in cells.iterrows()]
-        ]
-        shown.update(hits.index)
-        kinds = [k for v in hits["flags"] for k in str(v).split(", ") if k]
-        marks.append(", ".join(dict.fromkeys(kinds)))
-        for _, c in hits.iterrows():
-            if isinstance(c.get("baseline_problem"), str):
-                reasons[f"{c['axis']}={c['axis_value']:g}"] = c["baseline_problem"]
+    problem = cells["baseline_problem"] if "baseline_problem" in cells.columns else None
+    has_problem = (
+        problem.map(lambda v: isinstance(v, str)).to_numpy(bool)
+        if problem is not None
+        else np.zeros(len(cells), bool)
+    )
+    marked = cells[cells["flags"].astype(bool).to_numpy() | has_problem]
+    pairs = _matches(table.frame, marked, match)
+    marks, reasons, shown = [""] * len(table.frame), {}, set()
+    for row, hits in pairs.groupby("row", sort=True)["cell"]:
+        hit = marked.loc[list(hits)]
+        shown.update(hit.index)
+        kinds = [k for v in hit["flags"] for k in str(v).split(", ") if k]
+        marks[int(row)] = ", ".join(dict.fromkeys(kinds))
+        if problem is not None:
+            for axis, value, why in zip(
+                hit["axis"], hit["axis_value"], hit["baseline_problem"], strict=True
+            ):
+                if isinstance(why, str):
+                    reasons[f"{axis}={value:g}"] = why
     absent = cells[cells["flags"].astype(bool) & ~cells.index.isin(list(shown))]
     if not any(marks) and absent.empty:
         return table
@@ -113,31 +133,50 @@ def mark_cell_tables(section: Section, cells: pd.DataFrame) -> Section:
     return section
 
 
-def _row(runs: pd.DataFrame, run_id: str, kind: str, action: str, reason: str) -> list[str]:
-    return [run_id, _cell_of(runs, run_id), kind, action, reason]
+def _matches(frame: pd.DataFrame, cells: pd.DataFrame, match: Mapping[str, str]) -> pd.DataFrame:
+    """(row, cell) pairs: the position of each table row and the index of each cell it
+    matches on every `match` pair (all cells when there is nothing to match on)."""
+    left = pd.DataFrame({"row": np.arange(len(frame))})
+    right = pd.DataFrame({"cell": cells.index})
+    if cells.empty:
+        return pd.DataFrame({"row": [], "cell": []})
+    if not match:
+        return left.merge(right, how="cross")
+    on = [f"k{i}" for i in range(len(match))]
+    for k, (t, c) in zip(on, match.items(), strict=True):
+        left[k] = [_key(v) for v in frame[t]]
+        right[k] = [_key(v) for v in cells[c]]
+    return left.merge(right, on=on, sort=False)[["row", "cell"]]
 
 
-def _cell_of(runs: pd.DataFrame, run_id: str) -> str:
-    """The run's matrix cell, e.g. "dcgan, nodes=1, ranks=2", from its row or, for a run with
-    no row (unreadable, unfinished), from the campaign's planned runs."""
-    fields: Mapping[str, Any] | None = None
-    if "run_id" in runs.columns and (runs["run_id"] == run_id).any():
-        fields = runs[runs["run_id"] == run_id].iloc[0].to_dict()
-    else:
-        fields = next((p for p in runs.attrs.get("planned") or [] if p["run_id"] == run_id), None)
-    if not fields:
-        return ""
-    parts = [str(fields.get("model") or "")]
-    parts += [f"{k}={fields[k]}" for k in ("nodes", "ranks") if fields.get(k) is not None]
-    return ", ".join(p for p in parts if p)
+def _cells_by_run(runs: pd.DataFrame, ctx: TableContext) -> Callable[[str], str]:
+    """run id -> its matrix cell, e.g. "dcgan, nodes=1, ranks=2", from its row or, for a run
+    with no row (unreadable, unfinished), from the campaign's planned runs (one pass each)."""
+    cols = [c for c in ("run_id", "model", "nodes", "ranks") if c in runs.columns]
+    rows: dict[str, Mapping[str, Any]] = {}
+    if "run_id" in cols:
+        for r in runs[cols].to_dict("records"):
+            rows.setdefault(str(r["run_id"]), r)
+
+    def cell_of(run_id: str) -> str:
+        fields = rows.get(run_id) or ctx.planned_by_id.get(run_id)
+        if not fields:
+            return ""
+        parts = [str(fields.get("model") or "")]
+        parts += [f"{k}={fields[k]}" for k in ("nodes", "ranks") if fields.get(k) is not None]
+        return ", ".join(p for p in parts if p)
+
+    return cell_of
 
 
-def _same(a: Any, b: Any) -> bool:
-    if _nan(a) or _nan(b):
-        return _nan(a) and _nan(b)
-    if isinstance(a, Real) and isinstance(b, Real):
-        return math.isclose(float(a), float(b), rel_tol=1e-9)
-    return str(a) == str(b)
+def _key(v: Any) -> str:
+    """A value as `mark_flagged` compares it: missing as one value, numbers to 9 significant
+    digits (1 and 1.0 alike), anything else as its text."""
+    if _nan(v):
+        return "\0missing"
+    if isinstance(v, Real):
+        return f"{float(v):.9g}"
+    return str(v)
 
 
 def _nan(v: Any) -> bool:

@@ -10,13 +10,13 @@ import pandas as pd
 
 from hpcscale.analysis import tables
 from hpcscale.analysis.extrapolate import comm_cost, extrapolate, predict_at, refusals
-from hpcscale.analysis.intervals import INTERVAL_NAME, LEVEL
+from hpcscale.analysis.intervals import note
 from hpcscale.analysis.sweeps import scaled_groups
 from hpcscale.errors import HpcscaleError
 from hpcscale.report import figures
 from hpcscale.report.labels import group_labels, with_setting
 from hpcscale.report.model import Plot, Section, Table, plot_if
-from hpcscale.report.sections.noise import comparison_table
+from hpcscale.report.sections.noise import comparison_table, method_text
 
 AXIS_NAMES = {"nodes": "nodes", "ranks": "ranks", "gpus": "GPUs"}
 KARP_FLATT = "Karp–Flatt serial fraction"
@@ -37,8 +37,10 @@ def scaling_section(cells: pd.DataFrame) -> Section | None:
     text = [
         f"{runs} run(s) in {len(cells)} matrix cell(s); repeats are folded into their median "
         "(min and max shown). Speedup and efficiency are relative to each group's baseline: "
-        f"the cell with the fewest {axis} among cells that share every other setting.",
+        f"the cell with the fewest {axis} among cells that share every other setting "
+        "(workload arguments and epochs included: a swept argument is a column of its own).",
         "Images/s is the global throughput: images processed per epoch / epoch time.",
+        *filter(None, [method_text(cells)]),
     ]
     tabs = [Table("scaling", _scaling_title(cells), _scaling_table(cells), interval_note(cells))]
     compare = comparison_table(cells)
@@ -59,19 +61,20 @@ def scaling_section(cells: pd.DataFrame) -> Section | None:
     )
 
 
-def interval_note(cells: pd.DataFrame) -> str:
-    """What the CI columns are, or that there are none (no repeats)."""
-    if "speedup_lo" in cells.columns and cells["speedup_lo"].notna().any():
-        return (
-            f"CI: {INTERVAL_NAME}. The baseline cell's speedup and efficiency are 1 by definition."
-        )
-    return "No confidence interval: each cell ran once (set `repeats:` in the campaign)."
+def interval_note(
+    cells: pd.DataFrame, metrics: tuple[str, ...] = ("images_per_s", "speedup", "efficiency")
+) -> str:
+    """What the table's interval columns (`metrics`) are: method and level, or that there are
+    none (no repeats)."""
+    said = note(cells, metrics)
+    if said:
+        return said + " The baseline cell's speedup and efficiency are 1 by definition."
+    return "No interval: each cell ran once (set `repeats:` in the campaign)."
 
 
-def _bars(cells: pd.DataFrame) -> str:
-    if "images_per_s_lo" in cells.columns and cells["images_per_s_lo"].notna().any():
-        return f"{INTERVAL_NAME}."
-    return "min and max of the repeats (no interval without repeats)."
+def _bars(cells: pd.DataFrame, metric: str = "images_per_s") -> str:
+    """What a figure's error bars are: the metric's interval (method, level) or none."""
+    return note(cells, (metric,)) or "none (no interval without repeats)."
 
 
 def _scaling_table(cells: pd.DataFrame) -> pd.DataFrame:
@@ -90,6 +93,7 @@ def _scaling_table(cells: pd.DataFrame) -> pd.DataFrame:
         "strategy",
         "cross_device_ops",
         "mpi",
+        *tables.swept_args(cells),  # columns of their own
     ]
     return with_setting(tables.scaling_table(cells), cells, match, identity)
 
@@ -124,7 +128,7 @@ def efficiency_section(cells: pd.DataFrame) -> Section | None:
                 "overhead",
                 "Scaling loss (seed 000's overhead), measured communication and efficiency",
                 with_karp_flatt(tables.overhead_table(scaled), scaled),
-                interval_note(scaled),
+                interval_note(scaled, ("speedup", "efficiency")),
             )
         ],
         plot_if(
@@ -132,7 +136,7 @@ def efficiency_section(cells: pd.DataFrame) -> Section | None:
             "Scaling efficiency per strategy",
             figures.efficiency(scaled),
             "Error bars: "
-            + _bars(scaled).replace("min and max of the repeats", "none")
+            + _bars(scaled, "efficiency")
             + (
                 " Below: the Karp–Flatt serial fraction of the strong-scaling groups."
                 if _has_karp_flatt(scaled)
@@ -147,14 +151,14 @@ def with_karp_flatt(table: pd.DataFrame, scaled: pd.DataFrame) -> pd.DataFrame:
     defined for strong scaling beyond the baseline only (elsewhere NaN, shown as a dash)."""
     if table.empty or "karp_flatt" not in scaled.columns:
         return table
-    by = ["model", "strategy", "cross_device_ops", "mpi", "axis_value"]  # as overhead_table
+    by = tables.overhead_order(scaled)  # the rows of overhead_table, in its order
     ordered = scaled.sort_values(by, kind="stable", na_position="first")
     axis = tables.axis_label(scaled)
     if list(ordered["axis_value"]) != list(table[axis]):  # never put a value on the wrong row
         return table
     out = table.copy()
     at = list(out.columns).index("Efficiency") + 1
-    at += int(f"Efficiency {LEVEL:.0%} CI" in out.columns)
+    at += int(tables.EFFICIENCY_CI in out.columns)
     out.insert(at, KARP_FLATT, ordered["karp_flatt"].to_numpy(float))
     # it is defined for strong scaling only: say which rows are, when the table holds both
     if ordered["scaling"].nunique() > 1:

@@ -29,9 +29,15 @@ MATCH: dict[str, str] = {
     "Time to target (s)": "time_to_target_s",
     "Time to plateau (s)": "time_to_plateau_s",
 }
+IDENTITY: tuple[str, ...] = ("target", "model", "device", "ranks", "batch_per_rank", "global_batch")
 HOW_TO_SET = (
     "Set one in the campaign file (`targets: ['g_loss<=1.2']`) or on the command line "
     "(`hpcscale report NAME --target 'g_loss<=1.2'`, repeatable; `>=` for an accuracy)."
+)
+PLACEHOLDER_NOTE = (
+    " The campaign marks this value a placeholder (`placeholder: true`): it stands in for a "
+    "target the study did not give, so times to it are not the study's; set the real one in "
+    "`targets:` or with `--target`."
 )
 PLATEAU_RULE = (
     f"Plateau rule: with best = the run's highest validation accuracy, the plateau epoch is the "
@@ -49,6 +55,7 @@ def target_section(
         text.append(
             f"Target: {spec.text} (source: {spec.source or 'given'}); the time is the wall time "
             "of the epochs up to the first one that reaches it."
+            + (PLACEHOLDER_NOTE if spec.placeholder else "")
         )
     if found.default:
         text.append(
@@ -73,7 +80,7 @@ def target_section(
         tables.time_to_target_table(cells),
         cells,
         MATCH,
-        ["target", "model", "device", "ranks", "batch_per_rank", "global_batch"],
+        [*IDENTITY, *tables.swept_args(cells)],  # a swept argument: a column of its own
     )
     return Section(
         "targets",

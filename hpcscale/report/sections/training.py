@@ -16,8 +16,10 @@ import pandas as pd
 
 from hpcscale.analysis.curves import gaps, has_accuracy, learning_curves, per_epoch
 from hpcscale.analysis.frame import normalise
+from hpcscale.analysis.tables import with_args
 from hpcscale.analysis.targets import campaign_targets, target_lines
 from hpcscale.report import labels as lbl
+from hpcscale.report.figures.fold import spaced
 from hpcscale.report.figures.samples import GridPanel, last_grids, read_grids, sample_grids
 from hpcscale.report.figures.training import (
     epochs_to_plateau,
@@ -58,7 +60,8 @@ def final_table(cells: pd.DataFrame, curves: pd.DataFrame) -> pd.DataFrame:
     metrics = [m for m in FINAL_COLUMNS if m in set(curves["metric"])]
     metrics += sorted(set(curves["metric"]) - set(FINAL_COLUMNS))
     rows = []
-    for _, c in cells.sort_values(["group", axis, "nodes"], kind="stable").iterrows():
+    ordered = cells.sort_values(["group", axis, "nodes"], kind="stable")
+    for _, c in ordered.iterrows():
         mine = curves[curves["cell"] == c["cell"]]
         row: dict[str, Any] = {
             "Model": c["model"],
@@ -76,7 +79,7 @@ def final_table(cells: pd.DataFrame, curves: pd.DataFrame) -> pd.DataFrame:
             )
         row["cell"] = int(c["cell"])
         rows.append(row)
-    return pd.DataFrame(rows)
+    return with_args(pd.DataFrame(rows), ordered)  # a swept argument: a column after Model
 
 
 def gap_text(cells: pd.DataFrame, curves: pd.DataFrame) -> str:
@@ -103,7 +106,10 @@ def training_section(runs: pd.DataFrame, notes: list[str]) -> Section | None:
         return None
     names = group_names(cells)
     plots = []
+    drawn = set(spaced(sorted(names)))  # at most MAX_FIGURES figures, across the whole sweep
     for gid, gcells in cells.groupby("group", sort=True):
+        if gid not in drawn:
+            continue
         gcurves = curves[curves["group"] == gid]
         fig = curves_figure(gcells, gcurves)
         if fig is None:
@@ -132,6 +138,12 @@ def training_section(runs: pd.DataFrame, notes: list[str]) -> Section | None:
         else "Each loss per epoch as the runs recorded them (metrics.json), one line per scale "
         "(a GAN's g_loss is the generator's, d_loss the discriminator's)."
     ]
+    if len(drawn) < len(names):
+        text.append(
+            f"Learning curves of {len(drawn)} of {len(names)} line groups drawn (evenly spaced "
+            "through the sweep: more figures would not be read); every group's last epoch is in "
+            "the table below."
+        )
     early = table[table["Runs at last epoch"] < table["Repeats"]]
     if len(early):
         scales = scale_labels(cells)
@@ -158,10 +170,10 @@ def training_section(runs: pd.DataFrame, notes: list[str]) -> Section | None:
         table["Plateau epoch"] = table["cell"].map(by_cell)
         fig = epochs_to_plateau(plateau)
         missing = _not_reached(plateau)
-        caption = PLATEAU_RULE + (
-            f" Median over repeats, bars min to max. No plateau within the epochs run: {missing}."
-            if missing
-            else " Median over repeats, bars min to max."
+        caption = (
+            PLATEAU_RULE + " Median over repeats; bars: min to max of the repeats (a range, "
+            "not an interval)."
+            + (f" No plateau within the epochs run: {missing}." if missing else "")
         )
         if fig is not None:
             plots.append(Plot("epochs_to_plateau", "Epochs to plateau", fig, caption))
@@ -214,8 +226,18 @@ def samples_section(runs: pd.DataFrame, notes: list[str]) -> Section | None:
         return None
     names = group_names(table)
     plots, rows = [], []
+    drawn = set(spaced(sorted(names)))  # at most MAX_FIGURES figures, across the whole sweep
     for gid, g in table.groupby("group", sort=True):
         g = g.sort_values(["gpus", "ranks", "nodes", "repeat"], kind="stable")
+        if gid not in drawn:  # not read or drawn; a run without grids is still said
+            notes.extend(
+                f"run {rid}: no sample grid recorded (samples/*.png)"
+                for rid, files in zip(
+                    g["run_id"], g.get("sample_grids", [None] * len(g)), strict=True
+                )
+                if last_grids(_files(files)).epoch is None
+            )
+            continue
         axis = scale_axis(g)
         runs_panels, epochs = [], set()
         for _, run in g.iterrows():
@@ -261,10 +283,16 @@ def samples_section(runs: pd.DataFrame, notes: list[str]) -> Section | None:
         )
     if not rows:
         return None
+    said = ["The last sample grid each GAN run wrote (samples/ in its run directory)."]
+    if len(drawn) < len(names):
+        said.append(
+            f"Sample grids of {len(drawn)} of {len(names)} line groups shown (evenly spaced "
+            "through the sweep); every run's grids are in samples/ of its run directory."
+        )
     return Section(
         "samples",
         "Sample grids",
-        ["The last sample grid each GAN run wrote (samples/ in its run directory)."],
+        said,
         [Table("sample_grids", "Sample grids shown", pd.DataFrame(rows))],
         plots,
     )

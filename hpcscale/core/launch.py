@@ -1,0 +1,38 @@
+"""A run of a system profile wrapped in its launcher: where the profile (core.system) and the
+launcher registry meet, so that neither imports the other's side back."""
+
+from __future__ import annotations
+
+from hpcscale.core.run import Run
+from hpcscale.core.system import System, python_of
+from hpcscale.launchers import LaunchRequest, get
+
+
+def needs_hostfile(run: Run, system: System) -> bool:
+    """The job script writes $HPCSCALE_HOSTFILE (and $HPCSCALE_HOSTS) before the launch."""
+    return get(run.launcher).needs_hostfile(system.allocates_nodes)
+
+
+def _single_process(run: Run) -> bool:
+    return run.strategy == "mirrored" and run.ranks == 1
+
+
+def launch_argv(
+    run: Run, system: System, program: list[object], env_names: list[str]
+) -> list[object]:
+    """Wrap `program` in the run's launcher. `env_names` must reach every rank."""
+    if _single_process(run):
+        return program  # one process drives all devices: no MPI launcher needed
+    own = system.flavour(run.mpi).launcher_args
+    extra: list[object] = list(system.launcher_args if own is None else own)
+    req = LaunchRequest(
+        run,
+        program,
+        env_names,
+        extra,
+        system.allocates_nodes,
+        python=python_of(system),
+        cpu_bind=system.cpu_bind,
+        srun_mpi=system.srun_mpi,
+    )
+    return get(run.launcher).argv(req)
