@@ -37,7 +37,7 @@ jobs: $(PY) system-packages ## TensorFlow 2.15.1 (CPU), Horovod 0.28.1 built aga
 	@$(PY) -c "import mpi4py" 2>/dev/null || $(PIP) install -q mpi4py
 
 test: setup ## the whole suite: unit, real mpirun, real Horovod, real local SLURM, the report in headless Chromium
-	HPCSCALE_REQUIRE_BROWSER=1 $(PY) -m pytest $(PYTEST_ARGS)  # setup installed Chromium: missing is a failure
+	HPCSCALE_REQUIRE_BROWSER=1 HPCSCALE_REQUIRE_SLURM=1 $(PY) -m pytest --durations=15 $(PYTEST_ARGS)  # setup installed Chromium and SLURM: missing is a failure
 
 lint: core
 	$(VENV)/bin/ruff check hpcscale jobs tests bench
@@ -60,6 +60,8 @@ bench: setup ## each benchmark prints one JSON line (figures as ratios against a
 	$(PY) bench/timeline_bench.py
 	$(PY) bench/submit_bench.py
 	$(PY) bench/plan_bench.py
+	$(PY) bench/report_bench.py
+	$(PY) bench/probe_bench.py
 
 clean:
 	rm -rf hpcscale-runs .pytest_cache
