@@ -25,7 +25,7 @@ from hpcscale.devcluster.spec import ClusterSpec
 from hpcscale.devcluster.status import ClusterInfo
 from hpcscale.errors import HpcscaleError, UsageError
 from tests.slurm_fixture import (
-    skip_reason,
+    skip_unless_available,
     slurm_run,
     start_test_cluster,
     stop_test_cluster,
@@ -285,8 +285,7 @@ def test_purge_wipes_state_and_database_together(
 ) -> None:
     """After `down --purge` a new cluster starts from job id 1 with an empty sacct (had only
     one of state or DB been wiped, ids would collide or continue)."""
-    if skip_reason():
-        pytest.skip(skip_reason())
+    skip_unless_available()
     root = tmp_path_factory.mktemp("purge")
     cluster = start_test_cluster(root, nodes=1)
     try:
@@ -305,3 +304,26 @@ def test_purge_wipes_state_and_database_together(
         assert job.strip() == "1"
     finally:
         stop_test_cluster(cluster)
+
+
+@pytest.mark.parametrize(
+    ("env", "outcome"),
+    [
+        ({"CI": "true"}, pytest.fail.Exception),
+        ({"HPCSCALE_REQUIRE_SLURM": "1"}, pytest.fail.Exception),
+        ({}, pytest.skip.Exception),
+    ],
+)
+def test_a_cluster_that_cannot_start_fails_where_slurm_is_required(
+    env: dict[str, str], outcome: type[BaseException], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Not root (stood in by a patched geteuid: this suite runs as root): under `make test` or
+    CI that is a failure naming the cause; elsewhere a skip that says what is needed."""
+    for name in ("CI", "HPCSCALE_REQUIRE_SLURM"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr("os.geteuid", lambda: 1000)
+    with pytest.raises((pytest.fail.Exception, pytest.skip.Exception), match="needs root") as got:
+        skip_unless_available()
+    assert got.type is outcome

@@ -42,7 +42,7 @@ from hpcscale.devcluster.status import ClusterInfo
 from hpcscale.state.ledger import TERMINAL, Ledger
 from tests.slurm_fixture import (
     TEST_PORT_BASES,
-    skip_reason,
+    skip_unless_available,
     slurm_run,
     stop_test_cluster,
     wait_for_sacct,
@@ -482,9 +482,7 @@ def enforcing_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Clus
     """A second, smaller cluster that enforces association and QOS limits, as sites do
     (SLURM's own default, kept by the session cluster, enforces none): a MaxSubmitJobs there
     is SLURM's rule, not only hpcscale's courtesy."""
-    reason = skip_reason()
-    if reason:
-        pytest.skip(reason)
+    skip_unless_available()
     cluster = LocalCluster(tmp_path_factory.mktemp("slurm-enforcing"))
     try:
         cluster.up(
