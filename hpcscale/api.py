@@ -15,7 +15,6 @@ The CLI (hpcscale.cli) only parses options and draws these results with rich.
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -29,19 +28,20 @@ from hpcscale.backends.base import (
     Refreshed,
     Reporter,
     Submission,
+    raise_for,
 )
+from hpcscale.backends.fit import backend_for
 from hpcscale.backends.outputs import run_log, run_outputs
 from hpcscale.backends.slurm.backend import with_throttle
 from hpcscale.core import datapaths
 from hpcscale.core.campaign import LoadedCampaign, load_campaign
 from hpcscale.core.expand import Plan, expand
 from hpcscale.core.gcpause import gc_paused
-from hpcscale.core.paths import campaign_dir, select_campaigns
+from hpcscale.core.paths import campaign_dir, select_campaigns, submitted_campaigns
 from hpcscale.core.paths import workdir as resolve_workdir
 from hpcscale.core.render import Rendered, render_all
-from hpcscale.core.system import System
 from hpcscale.doctor import Check, Diagnosis, doctor
-from hpcscale.errors import BackendError, HpcscaleError, UsageError
+from hpcscale.errors import UsageError
 from hpcscale.formats.run_record import campaign_version_of
 from hpcscale.results import CampaignStatus, Cancelled, Planned, RenderedCampaign, RunLog
 from hpcscale.starter import Example, Initialised, examples, init
@@ -165,28 +165,6 @@ def render_campaign(
 # ---------------------------------------------------------------- submit
 
 
-def backend_for(system: System, requested: str | None = None) -> str:
-    """The backend to submit with: the one asked for, else the one the profile's scheduler
-    implies (SLURM only where sbatch is on PATH: say what to do instead). A backend that cannot
-    run the system's scripts (hpcscale.backends.fit) is refused, saying what to use instead."""
-    from hpcscale.backends.fit import fit_problem
-
-    if requested is not None:
-        if requested not in REGISTRY:
-            raise UsageError(f"unknown backend {requested!r}; known: {', '.join(REGISTRY)}")
-        if problem := fit_problem(system, requested):
-            raise UsageError(problem)
-        return requested
-    name = FOR_SCHEDULER[system.scheduler]
-    if name == "slurm" and not shutil.which("sbatch"):
-        raise UsageError(
-            "the system profile queues with SLURM but `sbatch` is not on PATH; "
-            "use --dry-run to see the scripts, --backend local to run here, "
-            'or `eval "$(hpcscale cluster up)"` for a local SLURM cluster'
-        )
-    return name
-
-
 def open_backend(name: str, cdir: Path, reporter: Reporter | None = None) -> Backend:
     return backend_class(name)(cdir, reporter)
 
@@ -235,28 +213,7 @@ def submit(
     return out
 
 
-def raise_for(out: Submission) -> None:
-    """Rejected or failed runs as an error (exit 1), naming them."""
-    if out.rejected:
-        raise BackendError("\n".join(out.errors) or f"{len(out.rejected)} run(s) rejected")
-    if out.failed:
-        raise HpcscaleError(
-            f"{len(out.failed)} run(s) failed: {', '.join(out.failed)} (see `hpcscale status`)"
-        )
-
-
 # ---------------------------------------------------------------- status, cancel, resubmit
-
-
-def submitted_campaigns(campaign: str | None, workdir: PathLike | None = None) -> list[Path]:
-    """Campaign directories with a ledger (status and control need one)."""
-    dirs = [d for d in select_campaigns(campaign, workdir) if (d / "ledger.sqlite").exists()]
-    if not dirs:
-        raise UsageError(
-            f"no submitted campaign{' ' + repr(campaign) if campaign else 's'} in "
-            f"{resolve_workdir(workdir)} (submit it first)"
-        )
-    return dirs
 
 
 def refresh(cdir: Path, ledger: Ledger, reporter: Reporter | None = None) -> Refreshed:

@@ -152,3 +152,15 @@ class Backend(ABC):
 def wants_submit(row: RunRow | None, force: bool) -> bool:
     """A run is submitted again only with force: failures go through resubmit."""
     return force or row is None or not (row.state.active or row.state.terminal)
+
+
+def raise_for(out: Submission) -> None:
+    """Rejected or failed runs as an error (exit 1), naming them."""
+    from hpcscale.errors import BackendError, HpcscaleError
+
+    if out.rejected:
+        raise BackendError("\n".join(out.errors) or f"{len(out.rejected)} run(s) rejected")
+    if out.failed:
+        raise HpcscaleError(
+            f"{len(out.failed)} run(s) failed: {', '.join(out.failed)} (see `hpcscale status`)"
+        )

@@ -9,7 +9,11 @@ scripts of the schedulers it serves; `dry` only prints, so it fits every system.
 
 from __future__ import annotations
 
+import shutil
+
+from hpcscale.backends import FOR_SCHEDULER, REGISTRY
 from hpcscale.core.system import System
+from hpcscale.errors import UsageError
 
 # backend -> the system schedulers whose scripts it runs (None: any)
 SERVES: dict[str, frozenset[str] | None] = {
@@ -42,3 +46,23 @@ def fit_problem(system: System, backend: str) -> str | None:
         "does not have outside a job; run here with --system local, or drop --backend to "
         "submit with sbatch"
     )
+
+
+def backend_for(system: System, requested: str | None = None) -> str:
+    """The backend to submit with: the one asked for, else the one the profile's scheduler
+    implies (SLURM only where sbatch is on PATH: say what to do instead). A backend that cannot
+    run the system's scripts (hpcscale.backends.fit) is refused, saying what to use instead."""
+    if requested is not None:
+        if requested not in REGISTRY:
+            raise UsageError(f"unknown backend {requested!r}; known: {', '.join(REGISTRY)}")
+        if problem := fit_problem(system, requested):
+            raise UsageError(problem)
+        return requested
+    name = FOR_SCHEDULER[system.scheduler]
+    if name == "slurm" and not shutil.which("sbatch"):
+        raise UsageError(
+            "the system profile queues with SLURM but `sbatch` is not on PATH; "
+            "use --dry-run to see the scripts, --backend local to run here, "
+            'or `eval "$(hpcscale cluster up)"` for a local SLURM cluster'
+        )
+    return name

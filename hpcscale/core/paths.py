@@ -71,3 +71,16 @@ def select_campaigns(campaign: str | None, wd: str | Path | None = None) -> list
     if not is_campaign_dir(d):
         raise UsageError(f"no campaign {d.name!r} in {root}{hint}")
     return [d]
+
+
+def submitted_campaigns(campaign: str | None, wd: str | Path | None = None) -> list[Path]:
+    """Campaign directories with a ledger (status and control need one)."""
+    from hpcscale.errors import UsageError
+
+    dirs = [d for d in select_campaigns(campaign, wd) if (d / "ledger.sqlite").exists()]
+    if not dirs:
+        raise UsageError(
+            f"no submitted campaign{' ' + repr(campaign) if campaign else 's'} in "
+            f"{workdir(wd)} (submit it first)"
+        )
+    return dirs
