@@ -130,6 +130,34 @@ def test_campaign_overrides_each_placement_key(tmp_path: Path, workdir: Path) ->
         )
 
 
+def test_campaign_sbatch_options_replace_the_profiles(tmp_path: Path, workdir: Path) -> None:
+    profile = {**PLACEMENT, "sbatch_options": ["--mail-type=END"]}
+    for script in scripts(tmp_path, workdir, profile=profile):
+        assert "--mail-type=END" in sbatch_lines(script)
+    camp = {"sbatch_options": ["--signal=USR1@60", "--requeue"]}
+    for script in scripts(tmp_path, workdir, profile=profile, camp=camp):
+        lines = sbatch_lines(script)
+        assert "--mail-type=END" not in lines
+        assert {"--signal=USR1@60", "--requeue", "--qos=normal"} <= set(lines)
+
+
+@pytest.mark.parametrize("where", ["profile", "campaign"])
+@pytest.mark.parametrize("option", ["--comment=a b", "--x;id", "-p debug", "--wrap=$(id)"])
+def test_unsafe_sbatch_option_is_refused_where_it_stands(
+    tmp_path: Path, where: str, option: str
+) -> None:
+    path = write_case(
+        tmp_path,
+        profile={"sbatch_options": [option]} if where == "profile" else None,
+        camp={"sbatch_options": [option]} if where == "campaign" else None,
+    )
+    file = tmp_path / ("site.yaml" if where == "profile" else "c.yaml")
+    with pytest.raises(InputError) as err:
+        api.plan(path)
+    assert f"/{file.name}:" in str(err.value) and "sbatch_options" in str(err.value)
+    assert "not a plain --option" in str(err.value)
+
+
 def unsafe_case(tmp_path: Path, where: str, key: str, value: str) -> tuple[Path, str]:
     """The campaign, and where its error must point: `file:line [key]`."""
     path = write_case(

@@ -9,7 +9,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from hpcscale.core import workloads
-from hpcscale.core.system import SetupLine, System, load_system, sbatch_safe
+from hpcscale.core.system import SetupLine, System, load_system, sbatch_options_safe, sbatch_safe
 from hpcscale.core.validation import did_you_mean, validate
 from hpcscale.core.vocab import (
     ARGS_PREFIX,
@@ -158,6 +158,9 @@ class Campaign(BaseModel):
     qos: str | None = Field(default=None, description="#SBATCH --qos, over the profile's")
     constraint: str | None = Field(default=None, description="#SBATCH --constraint")
     reservation: str | None = Field(default=None, description="#SBATCH --reservation")
+    sbatch_options: list[str] | None = Field(
+        default=None, description="extra #SBATCH lines, instead of the profile's"
+    )
     setup: list[SetupLine] = Field(
         default_factory=list,
         description="shell lines run before the launch, after the profile's, as written",
@@ -167,6 +170,11 @@ class Campaign(BaseModel):
     @classmethod
     def _sbatch_safe(cls, v: str | None) -> str | None:
         return None if v is None else sbatch_safe(v)
+
+    @field_validator("sbatch_options")
+    @classmethod
+    def _options_safe(cls, v: list[str] | None) -> list[str] | None:
+        return None if v is None else sbatch_options_safe(v)
 
     @field_validator("targets", mode="before")
     @classmethod
@@ -235,13 +243,13 @@ def load_campaign(path: str | Path, system: str | Path | None = None) -> LoadedC
 
 
 # Campaign keys that replace the profile's value when set (beside `setup`, which appends).
-SITE_OPTIONS = ("exclusive", "qos", "constraint", "reservation")
+SITE_OPTIONS = ("exclusive", "qos", "constraint", "reservation", "sbatch_options")
 
 
 def with_site_options(profile: System, c: Campaign) -> System:
-    """The profile as this campaign's runs see it: its own `exclusive`, `qos`, `constraint`
-    and `reservation` where it sets them, its `setup` lines after the profile's. Both sides
-    were checked when loaded, so the copy needs no validation again."""
+    """The profile as this campaign's runs see it: its own `exclusive`, `qos`, `constraint`,
+    `reservation` and `sbatch_options` where it sets them, its `setup` lines after the
+    profile's. Both sides were checked when loaded, so the copy needs no validation again."""
     update: dict[str, Any] = {
         key: getattr(c, key) for key in SITE_OPTIONS if getattr(c, key) is not None
     }

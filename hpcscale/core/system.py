@@ -141,6 +141,18 @@ class Flavour(BaseModel):
         return _known_launcher(v)
 
 
+SBATCH_OPTION = re.compile(r"^--[a-z][a-z-]*(=[A-Za-z0-9_.:,@%+=/-]+)?$")
+
+
+def sbatch_options_safe(opts: list[str]) -> list[str]:
+    """Extra #SBATCH lines: sbatch reads them, not a shell, so each is a plain --option[=value]
+    whose value needs no quoting (a profile's and a campaign's alike)."""
+    for opt in opts:
+        if not SBATCH_OPTION.match(opt):
+            raise ValueError(f"{opt!r} is not a plain --option[=value] for #SBATCH")
+    return opts
+
+
 class System(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -224,10 +236,7 @@ class System(BaseModel):
     @field_validator("sbatch_options")
     @classmethod
     def _options_safe(cls, opts: list[str]) -> list[str]:
-        for opt in opts:
-            if not re.match(r"^--[a-z][a-z-]*(=[A-Za-z0-9_.:,@%+=/-]+)?$", opt):
-                raise ValueError(f"{opt!r} is not a plain --option[=value] for #SBATCH")
-        return opts
+        return sbatch_options_safe(opts)
 
     @field_validator("env")
     @classmethod
