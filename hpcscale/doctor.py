@@ -26,7 +26,12 @@ HOROVOD_ENV = (
     "HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITH_MPI=1 HOROVOD_WITH_GLOO=1 "
     "HOROVOD_WITHOUT_PYTORCH=1 HOROVOD_WITHOUT_MXNET=1"
 )
-JOBS_EXTRA_FALLBACK = ("tensorflow-cpu==2.15.1", "mpi4py>=3.1", "numpy<2")  # pyproject [jobs]
+JOBS_EXTRA_FALLBACK = (  # pyproject [jobs]
+    "tensorflow-cpu==2.15.1",
+    "mpi4py>=3.1",
+    "numpy<2",
+    "msgspec>=0.18",
+)
 MIN_JOB_PYTHON = (3, 9)  # what the bundled programs (jobs/) are written for
 PROBE_TIMEOUT_S = 300  # importing TensorFlow on a loaded login node takes a while
 SLURM_TIMEOUT_S = 30
@@ -66,7 +71,11 @@ def mpi4py():
     from mpi4py import MPI
     return {"version": mpi4py.__version__,
             "library": " ".join(MPI.Get_library_version().replace("\0", " ").split())[:120]}
+def msgspec():
+    import msgspec
+    return {"version": msgspec.__version__}
 probe("tensorflow", tensorflow)
+probe("msgspec", msgspec)
 probe("horovod", horovod)
 probe("mpi4py", mpi4py)
 sys.stdout.write("\n%s%s\n" % (MARK, json.dumps(out)))
@@ -213,6 +222,12 @@ def python_checks(profile: System, python: str, probe: dict[str, Any]) -> list[C
     checks.append(
         Check("tensorflow", "version" in tf, _said(tf, "TensorFlow"),
               "" if "version" in tf else f"{pip} {shlex.join(jobs_requirements(profile))}")
+    )  # fmt: skip
+    msg = probe.get("msgspec", {"error": "not probed"})
+    checks.append(
+        Check("msgspec", "version" in msg, _said(msg, "msgspec"),
+              "" if "version" in msg else f"{pip} 'msgspec>=0.18' (the jobs read and write "
+              "hpcscale's result files with it)")
     )  # fmt: skip
     checks.append(horovod_check(profile, probe["horovod"], python))
     mpi = probe["mpi4py"]

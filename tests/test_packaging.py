@@ -288,7 +288,7 @@ def test_doctor_horovod_command_is_the_makefiles() -> None:
 
 
 def test_doctor_fails_and_says_how_to_fix(tmp_path: Path) -> None:
-    """A profile whose Python lacks TensorFlow, Horovod and mpi4py (a bare venv) and whose
+    """A profile whose Python lacks TensorFlow, Horovod, mpi4py and msgspec (a bare venv) and whose
     launcher is not on PATH: every such check fails with its fix, exit 1."""
     bare = tmp_path / "bare"
     subprocess.run(
@@ -304,9 +304,10 @@ def test_doctor_fails_and_says_how_to_fix(tmp_path: Path) -> None:
     checks = {c["name"]: c for c in json.loads(proc.stdout)["checks"]}
     assert not checks["launcher mpirun_rsh"]["passed"] or shutil.which("mpirun_rsh")
     assert checks["python"]["passed"]
-    for name in ("tensorflow", "horovod", "mpi4py"):
+    for name in ("tensorflow", "horovod", "mpi4py", "msgspec"):
         assert not checks[name]["passed"] and checks[name]["fix"], name
     assert "tensorflow-cpu==2.15.1" in checks["tensorflow"]["fix"]
+    assert "msgspec>=0.18" in checks["msgspec"]["fix"]
     assert "HOROVOD_WITH_MPI=1" in checks["horovod"]["fix"]
     text_out = hpcscale("doctor", "--system", str(profile))
     failed = [ln for ln in text_out.stdout.splitlines() if ln.startswith("FAILED")]

@@ -695,3 +695,23 @@ def test_no_array_with_max_parallel_runs_n_at_once(
     assert most_at_once(rows) == 2
     jobs = SUBMITTED.findall(" ".join(proc.stdout.split()))  # each sbatch's dependency
     assert [after for _, after in jobs] == ["", "", jobs[0][0], jobs[1][0]], jobs
+
+
+def test_doctor_on_the_local_cluster_and_without_it(slurm_cluster: ClusterInfo) -> None:
+    """`doctor --system slurm-local` asks the real controller and accounting: both answer while
+    the session cluster runs; pointed at a SLURM_CONF with no daemons behind it, both fail
+    with the way to start one, and doctor exits 1."""
+    proc = hpcscale("doctor", "--system", "slurm-local", "--json", env=slurm_cluster.env)
+    checks = {c["name"]: c for c in json.loads(proc.stdout)["checks"]}
+    for name in ("sbatch", "sacct", "cluster", "accounting"):
+        assert checks[name]["passed"], checks[name]
+    assert "slurmctld answers" in checks["cluster"]["detail"]
+    assert "slurmdbd answers" in checks["accounting"]["detail"]
+    dead = Path(slurm_cluster.slurm_conf).parent / "dead.conf"
+    text = Path(slurm_cluster.slurm_conf).read_text()
+    dead.write_text(re.sub(r"SlurmctldPort=\d+(-\d+)?", "SlurmctldPort=1", text))
+    proc = hpcscale("doctor", "--system", "slurm-local", "--json", env={"SLURM_CONF": str(dead)})
+    assert proc.returncode == 1, proc.stdout
+    checks = {c["name"]: c for c in json.loads(proc.stdout)["checks"]}
+    assert not checks["cluster"]["passed"]
+    assert "hpcscale cluster up" in checks["cluster"]["fix"]
