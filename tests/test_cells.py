@@ -275,7 +275,7 @@ def test_real_lr_sweep_reports_four_cells_once_each(lr_sweep: dict[str, Path]) -
     assert set(x) == {(lr, n) for lr in LRS for n in (1, 2)}
 
     out = lr_sweep["cdir"] / "report"
-    proc = hpcscale("report", "lrsweep", "-w", str(lr_sweep["wd"]), check=True, timeout=600)
+    hpcscale("report", "lrsweep", "-w", str(lr_sweep["wd"]), check=True, timeout=600)
     assert "4 run(s) in 4 matrix cell(s)" in (out / "index.md").read_text()
     rows = md_table((out / "index.md").read_text(), "Model")
     assert len(rows) == 4
@@ -286,7 +286,6 @@ def test_real_lr_sweep_reports_four_cells_once_each(lr_sweep: dict[str, Path]) -
         speedup = x[(lr, ranks)] / x[(lr, 1)]
         assert number(r["Speedup"]) == pytest.approx(speedup, rel=0.01), r
         assert number(r["Efficiency"]) == pytest.approx(speedup / ranks, rel=0.01), r
-    assert "Repeats" in proc.stdout or "report:" in proc.stdout
     # the throughput figure: one line per learning rate, named by its value
     rep = api.report("lrsweep", workdir=str(lr_sweep["wd"]), out=str(out)).reports[0]
     fig = next(p.figure for s in rep.sections for p in s.plots if p.key == "throughput")
