@@ -9,7 +9,7 @@ APT_PACKAGES := openmpi-bin libopenmpi-dev cmake gcc g++ make python3-dev munge 
 HOROVOD_ENV := HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITH_MPI=1 HOROVOD_WITH_GLOO=1 HOROVOD_WITHOUT_PYTORCH=1 HOROVOD_WITHOUT_MXNET=1
 PYTEST_ARGS ?=
 
-.PHONY: setup system-packages venv core jobs test demo bench lint clean
+.PHONY: setup system-packages venv core jobs test demo bench lint docs clean
 
 setup: system-packages core jobs ## venv in .venv, editable install with dev tools, TF + Horovod for jobs/
 
@@ -40,8 +40,12 @@ test: setup ## the whole suite: unit, real mpirun, real Horovod, real local SLUR
 	HPCSCALE_REQUIRE_BROWSER=1 HPCSCALE_REQUIRE_SLURM=1 $(PY) -m pytest --durations=15 $(PYTEST_ARGS)  # setup installed Chromium and SLURM: missing is a failure
 
 lint: core
-	$(VENV)/bin/ruff check hpcscale jobs tests bench
-	$(VENV)/bin/ruff format --check hpcscale jobs tests bench
+	$(VENV)/bin/ruff check hpcscale jobs tests bench examples
+	$(VENV)/bin/ruff format --check hpcscale jobs tests bench examples
+	$(PY) -m hpcscale.reference --check
+
+docs: core ## docs/reference.md written again from hpcscale/core/vocab.py
+	$(PY) -m hpcscale.reference
 
 demo: setup ## install, run the quickstart here (mpirun) and on a local SLURM cluster, write the report, compare the two
 	$(HPCSCALE) submit campaigns/quickstart.yaml --backend local
