@@ -23,7 +23,7 @@ from .conftest import CAMPAIGNS, hpcscale
 Row = tuple[Any, ...]
 
 # Campaigns that reproduce no seed (the demo's).
-NOT_SEEDS = {"quickstart", "quickstart_slurm"}
+NOT_SEEDS = {"quickstart", "quickstart_slurm", "own_program"}  # own_program: a command
 
 # --------------------------------------------------------------------------------------------
 # The seeds' numbers. Each block cites the seed and the table or figure it copies.

@@ -48,6 +48,8 @@ _DEFAULTS: dict[str, Any] = {
     "hierarchical_allreduce": False,
     "mixed_precision": False,
     "repeat": 0,
+    "command": None,
+    "cwd": None,
 }
 
 

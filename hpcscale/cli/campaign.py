@@ -24,6 +24,7 @@ from hpcscale.cli.common import (
 )
 from hpcscale.cli.progress import Activity
 from hpcscale.cli.tables import Col, Grid, emit
+from hpcscale.core.command import shown_command
 from hpcscale.core.vocab import KNOBS
 from hpcscale.util.text import plural
 
@@ -91,6 +92,10 @@ def _plan_grids(p: api.Planned, records: list[dict[str, Any]]) -> list[Grid]:
         "batch/rank": "batch_per_rank",
         "global_batch": "global_batch",
     }
+    if any(run.command for run in p.runs):  # the user's program: what each run executes
+        for rec, run in zip(records, p.runs, strict=True):
+            rec["command_line"] = shown_command(run) if run.command else ""
+        extra.append("command_line")
     names = [*fixed, *extra]
     left = ("run_id", "model", "device")
     runs = Grid(title, [Col(c, right=c not in left, key=c == "run_id") for c in names])

@@ -34,6 +34,8 @@ from hpcscale.analysis import (
     TIMELINE_COLUMNS,
 )
 from hpcscale.analysis.context import TableContext
+from hpcscale.collect.readers.command_row import NOT_RUN as NOT_RUN_OUTPUT
+from hpcscale.collect.readers.command_row import UNPARSED
 from hpcscale.collect.run_row import TIMELINE_EXTRA, RunProblem, planned_row, run_row
 from hpcscale.core.paths import campaign_dir
 from hpcscale.core.vocab import CONTENTION_COLUMNS, QUALITY_COLUMNS, arg_columns
@@ -45,12 +47,14 @@ RESULTS_PARQUET = "results.parquet"
 RESULTS_CSV = "results.csv"
 CACHE_FILE = ".collect-cache.json"
 # Bump when a row's content changes meaning: every cached row is then read again.
-COLLECTOR_VERSION = 8  # 2: model_family, program, run.json typed; 3: campaign_version
+COLLECTOR_VERSION = 9  # 2: model_family, program, run.json typed; 3: campaign_version
 # 4: contention columns (start/end times, machines, load); 5: timeline_truncated, _coverage
 # 6: train_loss, val_loss, input_images_per_s, params, sample_grids
 # 7: every run field of a cell (epochs from run.json, launcher, ...) and args.<name> columns
 # 8: images_per_s = images of the timed epochs / their time; waits_in_comm_s
-INPUT_FILES = ("run.json", "metrics.json", "timeline.json", "steps.json")
+# 9: command workloads (command, cwd; figures read from the job's output)
+INPUT_FILES = ("run.json", "metrics.json", "timeline.json", "steps.json", "local.out")
+NOT_RUN = ("no metrics.json", NOT_RUN_OUTPUT)  # a run with no results yet: unfinished
 
 EXTRA_COLUMNS = (
     "model_family",
@@ -141,6 +145,9 @@ def _fingerprint(run_dir: Path) -> list[list[int]]:
             out.append([st.st_size, st.st_mtime_ns])
         except OSError:
             out.append([-1, -1])
+    for path in sorted(run_dir.glob("slurm-*.out")):  # a command run's output (SLURM)
+        st = path.stat()
+        out.append([st.st_size, st.st_mtime_ns])
     return out
 
 
@@ -220,10 +227,12 @@ def collect_campaign(
         if "row" in entry:
             out.rows.append({**entry["row"], "stale": d.name in stale})
             out.problems.extend(Problem(d.name, n, partial=True) for n in entry.get("notes", []))
-        elif str(entry.get("error", "")).startswith("no metrics.json") and d.name in done:
-            why = f"{done[d.name]} in the ledger, but no metrics.json"
+        elif str(entry.get("error", "")).startswith(NOT_RUN) and d.name in done:
+            why = f"{done[d.name]} in the ledger, but {entry['error'].split(':')[0]}"
             out.problems.append(Problem(d.name, why))
-        elif str(entry.get("error", "")).startswith("no metrics.json"):
+        elif str(entry.get("error", "")).startswith(NOT_RUN) or (
+            done.ledger and d.name not in done and _is_unparsed(entry)
+        ):  # a command run still running (or failed): its output is not the whole of it
             out.unfinished.append(d.name)
         else:
             out.problems.append(Problem(d.name, entry.get("error", "unknown error")))
@@ -232,16 +241,29 @@ def collect_campaign(
     return out
 
 
-def _done_in_ledger(cdir: Path) -> dict[str, str]:
+class _Done(dict):
+    """Run id -> state of the runs the ledger says completed; `ledger`: there is one."""
+
+    ledger = False
+
+
+def _is_unparsed(entry: dict[str, Any]) -> bool:
+    return str(entry.get("error", "")).startswith(UNPARSED)
+
+
+def _done_in_ledger(cdir: Path) -> _Done:
     """Runs the ledger says completed (run id -> state); none when there is no ledger."""
     from hpcscale.state.ledger import LEDGER_NAME, Ledger
     from hpcscale.state.states import RunState
 
+    done = _Done()
     if not (cdir / LEDGER_NAME).exists():
-        return {}
+        return done
     with Ledger(cdir) as ledger:
         rows = ledger.rows()
-    return {r.run_id: str(r.state) for r in rows if r.state == RunState.COMPLETED}
+    done.ledger = True
+    done.update({r.run_id: str(r.state) for r in rows if r.state == RunState.COMPLETED})
+    return done
 
 
 def _progress(items: list[Any], enabled: bool, label: str) -> Iterable[Any]:

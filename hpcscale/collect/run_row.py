@@ -98,6 +98,8 @@ def run_row(run_dir: Path, timeline: bool) -> tuple[dict[str, Any], list[str]]:
 
     Raises RunProblem when the run cannot be collected at all (no or bad run.json/metrics)."""
     rec = _read_run_json(run_dir / "run.json")
+    if rec.command is not None:
+        return _command_row(run_dir, rec, timeline)
     metrics_path = run_dir / "metrics.json"
     if not metrics_path.exists():
         raise RunProblem("no metrics.json: not run yet, still running, or failed")
@@ -140,6 +142,26 @@ def run_row(run_dir: Path, timeline: bool) -> tuple[dict[str, Any], list[str]]:
     notes: list[str] = [] if rate.problem is None else [rate.problem]
     if timeline:
         notes += _timeline_columns(run_dir, row, m.epochs, m.epochs * m.steps_per_epoch)
+    return row, notes
+
+
+def _command_row(run_dir: Path, rec: RunRecord, timeline: bool) -> tuple[dict[str, Any], list]:
+    """A command workload's row: its figures read from its output (collect.readers)."""
+    from hpcscale.collect.readers.command_row import CommandProblem, read_command_run
+
+    try:
+        figures, notes = read_command_run(run_dir, rec)
+    except CommandProblem as exc:
+        raise RunProblem(str(exc)) from None
+    row: dict[str, Any] = run_fields(rec)
+    for col in (*TIMELINE_COLUMNS, "queue_s", "memcpy_s", *EXACT_COLUMNS, *TIMELINE_EXTRA):
+        row[col] = NAN
+    row.update(timeline_truncated=False, timeline_coverage=NAN, sample_grids=[])
+    row.update(figures, system=rec.system, program=rec.program, timeline=rec.timeline)
+    row.update(run_dir=str(run_dir), campaign_version=rec.campaign_version)
+    if timeline:
+        n = len(row.get("epoch_times_s") or []) or rec.epochs
+        notes += _timeline_columns(run_dir, row, n, n)
     return row, notes
 
 

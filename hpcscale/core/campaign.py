@@ -9,6 +9,13 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from hpcscale.core import workloads
+from hpcscale.core.command import (
+    COMMAND_KEYS,
+    CommandFields,
+    all_axes,
+    arg_names,
+    check_command,
+)
 from hpcscale.core.system import SetupLine, System, load_system, sbatch_options_safe, sbatch_safe
 from hpcscale.core.validation import did_you_mean, validate
 from hpcscale.core.vocab import (
@@ -57,12 +64,14 @@ AXIS_CHOICES: dict[str, tuple[str, ...]] = {
 }
 
 
-class Workload(BaseModel):
+class Workload(CommandFields):
+    """A bundled program (`model`, `program`) or the user's own `command` (core.command)."""
+
     model_config = ConfigDict(extra="forbid")
     program: str = Field(
         default="train", pattern=r"^[A-Za-z0-9_]+$", description="entry point: jobs/<program>.py"
     )
-    model: str = Field(pattern=r"^[A-Za-z0-9_]+$")
+    model: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_]+$")
     epochs: int = Field(default=1, gt=0)
     args: dict[str, str | int | float | bool] = Field(default_factory=dict)
 
@@ -73,6 +82,18 @@ class Workload(BaseModel):
             if not re.match(r"^[A-Za-z][A-Za-z0-9_]*$", k):
                 raise ValueError(f"workload argument name {k!r} must be a plain identifier")
         return args
+
+    @model_validator(mode="after")
+    def _kind(self) -> Workload:
+        if self.command is None:
+            if self.model is None:
+                raise ValueError("workload needs `model:` (a bundled program) or `command:`")
+            extra = [k for k in COMMAND_KEYS if getattr(self, k) is not None]
+            if extra:
+                raise ValueError(f"{', '.join(extra)}: only with a `command:` workload")
+        elif "program" in self.model_fields_set:
+            raise ValueError("`program:` names a bundled program; a command workload has none")
+        return self
 
 
 class Collect(BaseModel):
@@ -229,15 +250,22 @@ def load_campaign(path: str | Path, system: str | Path | None = None) -> LoadedC
         )
     profile = with_site_options(profile, campaign)
     decl = workloads.declared(profile.jobs_dir)
-    check_workload(campaign, src, decl)
+    own = campaign.workload.command is not None  # the user's program: its arguments are its own
+    if own:
+        check_command(campaign.workload, all_axes(campaign), arg_names(campaign), src)
+    else:
+        check_workload(campaign, src, decl)
     for axis, values in campaign.axes().items():
-        check_axis(axis, values, ("matrix", axis), src, decl)
+        if not (own and is_arg_column(axis)):
+            check_axis(axis, values, ("matrix", axis), src, decl)
     for i, group in enumerate(campaign.matrix.zip):
         for axis, values in group.items():
-            check_axis(axis, values, ("matrix", "zip", i, axis), src, decl)
+            if not (own and is_arg_column(axis)):
+                check_axis(axis, values, ("matrix", "zip", i, axis), src, decl)
     for i, rule in enumerate(campaign.matrix.exclude):
         for axis in rule:
-            check_axis(axis, [], ("matrix", "exclude", i, axis), src, decl)
+            if not (own and is_arg_column(axis)):
+                check_axis(axis, [], ("matrix", "exclude", i, axis), src, decl)
     check_references(campaign, src)
     return LoadedCampaign(campaign=campaign, system=profile, path=path, source=src)
 
@@ -357,9 +385,7 @@ def check_references(c: Campaign, src: Source) -> None:
 
 def _set_args(c: Campaign) -> list[str]:
     """`args.<name>` of every workload argument the campaign sets (fixed or in its matrix)."""
-    axes = [*c.axes(), *(a for group in c.matrix.zip for a in group)]
-    names = [ARGS_PREFIX + k for k in c.workload.args] + [a for a in axes if is_arg_column(a)]
-    return sorted(set(names))
+    return sorted(ARGS_PREFIX + name for name in arg_names(c))
 
 
 _SPREAD = ("_min", "_max")

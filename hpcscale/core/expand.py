@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -10,6 +11,7 @@ from pydantic import ValidationError
 
 from hpcscale.core import workloads
 from hpcscale.core.campaign import AXES, MAX_TIME_LIMIT_MIN, LoadedCampaign
+from hpcscale.core.command import COMMAND_PROGRAM, label_of, resolve_cwd
 from hpcscale.core.run import Run
 from hpcscale.core.scaling import ScalingError, batches, fit_layout
 from hpcscale.core.validation import did_you_mean
@@ -167,8 +169,9 @@ def resolve(
     launcher = s.mpi[mpi].launcher or s.launcher
     args = dict(c.workload.args)
     args.update({k.removeprefix("args."): v for k, v in a.items() if k.startswith("args.")})
-    model = a.get("model", c.workload.model)
-    if broken := workloads.args_problem(model, args, decl):
+    own = command_fields(lc)
+    model = a.get("model", c.workload.model or own.get("model"))
+    if not own and (broken := workloads.args_problem(model, args, decl)):
         raise ScalingError(ARGS_PREFIX + broken[0], broken[1])
     time_limit = a.get("time_limit_min", s.time_limit_min)
     if "time_limit_min" not in a and time_limit > MAX_TIME_LIMIT_MIN:
@@ -180,7 +183,7 @@ def resolve(
     fields = {
         "campaign": c.name,
         "system": s.name,
-        "program": c.workload.program,
+        "program": own.get("program", c.workload.program),
         "model": model,
         "scaling": c.scaling,
         "device": device,
@@ -206,6 +209,8 @@ def resolve(
         "time_limit_min": time_limit,
         "args": args,
         "swept": tuple(swept),
+        "command": own.get("command"),
+        "cwd": own.get("cwd"),
     }
     try:
         return Run.model_validate(fields)
@@ -213,6 +218,19 @@ def resolve(
         err = exc.errors(include_url=False)[0]
         name = str(err["loc"][0]) if err["loc"] else "matrix"
         raise ScalingError(name if name in AXES else "matrix", f"{name}: {err['msg']}") from None
+
+
+def command_fields(lc: LoadedCampaign) -> dict[str, str]:
+    """A command workload's run fields (program, model label, command, cwd); {} otherwise."""
+    words = lc.campaign.workload.command
+    if words is None:
+        return {}
+    return {
+        "program": COMMAND_PROGRAM,
+        "model": label_of(words),
+        "command": shlex.join(words),
+        "cwd": resolve_cwd(lc.campaign.workload.cwd, lc.path),
+    }
 
 
 def _mirrored_problem(lc: LoadedCampaign, a: Assignment, device: str, nodes: int) -> None:

@@ -7,6 +7,7 @@ import os
 from functools import lru_cache
 from pathlib import Path
 
+from hpcscale.core.command import command_words, placeholder_values
 from hpcscale.core.run import Run
 from hpcscale.core.scaling import fusion_threshold_bytes
 from hpcscale.core.system import System, python_of
@@ -66,4 +67,21 @@ def horovod_env(run: Run) -> dict[str, object]:
     if run.hierarchical_allreduce:
         env["HOROVOD_HIERARCHICAL_ALLREDUCE"] = 1
     env["OMP_NUM_THREADS"] = run.threads_per_task
+    return env
+
+
+def command_argv(run: Run, system: System, run_dir: str) -> list[object]:
+    """A command workload's words for one rank, placeholders filled (quoted by the renderer)."""
+    assert run.command is not None
+    return list(command_words(run.command, placeholder_values(run, run_dir), python_of(system)))
+
+
+def command_env(run: Run, run_dir: str) -> dict[str, object]:
+    """What a bundled program would switch on itself, given to the user's program through the
+    environment Horovod reads: its timeline in the run directory."""
+    env: dict[str, object] = {}
+    if run.timeline:
+        env["HOROVOD_TIMELINE"] = f"{run_dir}/timeline.json"
+    if run.mark_cycles:
+        env["HOROVOD_TIMELINE_MARK_CYCLES"] = 1
     return env

@@ -20,7 +20,7 @@ import jinja2
 import msgspec
 
 from hpcscale.core.gcpause import gc_paused
-from hpcscale.core.job_command import horovod_env, program_argv
+from hpcscale.core.job_command import command_argv, command_env, horovod_env, program_argv
 from hpcscale.core.launch import launch_argv, needs_hostfile
 from hpcscale.core.paths import campaign_dir
 from hpcscale.core.run import Run
@@ -84,7 +84,11 @@ class Rendered:
 def render_run(run: Run, system: System, run_dir: Path, rid: str | None = None) -> Rendered:
     env: dict[str, object] = {**system.env_for(run), **horovod_env(run)}
     dir_text = os.fspath(run_dir)  # templates get the directory as text
-    program_text = join(program_argv(run, system, dir_text))
+    if run.command is None:
+        program_text = join(program_argv(run, system, dir_text))
+    else:  # the user's program: every word quoted, so a campaign value is never shell
+        env.update(command_env(run, dir_text))
+        program_text = join(command_argv(run, system, dir_text))
     # the program goes in already quoted, as one Shell word: its words are quoted once, not twice
     launch_text = join(launch_argv(run, system, [program_text], list(env)))
     rid = rid or run.run_id
@@ -99,6 +103,7 @@ def render_run(run: Run, system: System, run_dir: Path, rid: str | None = None) 
         "system": system,
         "job_name": job_name(run.campaign, rid),
         "run_dir": dir_text,
+        "cwd": run.cwd or dir_text,  # where the program starts: a command's own directory
         "time": slurm_time(run.time_limit_min),
         "partition": system.partition_for(run),
         "modules": system.modules_for(run),

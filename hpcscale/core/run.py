@@ -49,6 +49,10 @@ class Run(BaseModel):
     time_limit_min: int = 60
     repeat: int = 0
     args: dict[str, Any] = Field(default_factory=dict, description="extra workload arguments")
+    command: str | None = Field(
+        default=None, description="the user's program (core.command), placeholders unfilled"
+    )
+    cwd: str | None = Field(default=None, description="where the command runs (absolute)")
     swept: tuple[str, ...] = Field(default=(), description="axes this run varies over")
 
     @property
@@ -97,7 +101,11 @@ class Run(BaseModel):
         return rec
 
 
-_NOT_HASHED = frozenset({"swept", "run_id"})  # bookkeeping, and the cached hash itself
+# bookkeeping, the cached hash itself, and where a command runs (a checkout moved elsewhere
+# runs the same cells)
+_NOT_HASHED = frozenset({"swept", "run_id", "cwd"})
+# Fields added later, hashed only when set, so the runs rendered before them keep their ids.
+_HASHED_IF_SET = ("command",)
 # Fields renamed since ids were first handed out, hashed under their first name so that a
 # campaign rendered before the rename keeps its run ids (and its ledger rows and results).
 _HASHED_AS = {"program": "workload"}
@@ -110,6 +118,9 @@ def run_id_of(run: Run) -> str:
     content = dict(run.__dict__)  # a C copy: a per-key comprehension costs 4x over 10,000s of runs
     for k in _NOT_HASHED:
         content.pop(k, None)
+    for k in _HASHED_IF_SET:
+        if content.get(k) is None:
+            content.pop(k, None)
     for new, first in _HASHED_AS.items():
         content[first] = content.pop(new)
     blob = msgspec.json.encode(content, order="sorted")

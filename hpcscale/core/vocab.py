@@ -96,6 +96,8 @@ RUN_TERMS = _terms(
     Term("mark_cycles", "bool", "Cycle marks"),
     Term("time_limit_min", "int", "Time limit", "min", "wall-time limit per run"),
     Term("repeat", "int", "Repeat"),
+    Term("command", "str", "Command", help="a command workload's program (placeholders unfilled)"),
+    Term("cwd", "str", "Directory", help="where a command workload runs"),
 )
 
 # ---- Axes a campaign matrix may sweep: run fields plus shorthands resolved by expand.
@@ -150,6 +152,8 @@ TABLE_RUN_FIELDS: tuple[str, ...] = (
     "mark_cycles",
     "time_limit_min",
     "repeat",
+    "command",
+    "cwd",
 )
 # ---- A cell: the runs that differ only in their repeat (and so their seed). Its identity is
 # every resolved setting of the run: these fields (`ranks` and `gpus` follow from the layout,

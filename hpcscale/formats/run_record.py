@@ -68,6 +68,8 @@ class RunRecord(msgspec.Struct, kw_only=True):
     repeat: int = 0
     args: dict[str, Any] = {}
     swept: list[str] = []
+    command: Optional[str] = None  # a command workload's words (shlex-joined), or None
+    cwd: Optional[str] = None
     run_id: str
     ranks: int
     replicas: int

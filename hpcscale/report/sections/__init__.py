@@ -25,6 +25,7 @@ from hpcscale.analysis.derive import derive
 from hpcscale.analysis.quality import cell_flags, quality_flags
 from hpcscale.analysis.references import Reference, check_references
 from hpcscale.report.model import CampaignReport, Section
+from hpcscale.report.sections.command import command_section
 from hpcscale.report.sections.iteration import iteration_section
 from hpcscale.report.sections.knobs import (
     batch_section,
@@ -86,6 +87,7 @@ def campaign_report(
         lambda: extrapolation_section(runs, cells, notes, max_nodes),
         lambda: params_section(runs),
     ]
+    builders.insert(0, lambda: command_section(runs))  # a command workload's program first
     sections = [s for s in (b() for b in builders) if s is not None]
     sections = [mark_cell_tables(s, cells) for s in sections]
     sections.append(quality_section(runs, flags, ctx))

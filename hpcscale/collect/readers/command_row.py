@@ -1,0 +1,147 @@
+"""A command workload's run -> the same table row a bundled program's metrics.json gives.
+
+What to read comes from the campaign version that rendered the run (`versions/<id>.yaml`, its
+`workload.metrics`), so editing an extractor and collecting again re-reads every run with it.
+The output is the job's own (all ranks): `local.out` (local backend) or `slurm-<job>.out`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from hpcscale.collect.readers.extract import OUTPUT, Extractor, Unparsed, extract
+from hpcscale.collect.readers.mllog import read_mllog
+from hpcscale.formats.run_record import VERSIONS_DIR, RunRecord
+from hpcscale.util.logtail import tail
+
+NAN = float("nan")
+NOT_RUN = "no output"  # the collector counts such a run as unfinished, as with no metrics.json
+UNPARSED = "unparsed"
+# Extracted names that fill the table's list columns, and series names MLLOG logs use for them.
+LISTS = ("epoch_times_s", "train_accuracy", "val_accuracy", "train_loss", "val_loss")
+SCALARS = ("images_per_s", "epoch_time_s", "fit_time_s", "step_time_p50_ms")
+SERIES_NAMES = {"loss": "train_loss", "accuracy": "train_accuracy", "eval_loss": "val_loss"}
+
+
+class CommandProblem(Exception):
+    """The run's figures cannot be read (no output, or a required metric unparsed)."""
+
+
+def output_file(run_dir: Path) -> Path | None:
+    """The job's captured output: local.out, else the newest slurm-<job>.out."""
+    local = run_dir / "local.out"
+    if local.is_file():
+        return local
+    outs = sorted(run_dir.glob("slurm-*.out"), key=lambda p: p.stat().st_mtime_ns)
+    return outs[-1] if outs else None
+
+
+def workload_of(run_dir: Path, rec: RunRecord) -> dict[str, Any]:
+    """The `workload:` mapping of the campaign file that rendered this run."""
+    cdir = run_dir.parent.parent
+    path = cdir / VERSIONS_DIR / f"{rec.campaign_version}.yaml"
+    if rec.campaign_version is None or not path.is_file():
+        path = cdir / "campaign.yaml"
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        raise CommandProblem(f"campaign file {path} unreadable: {exc}") from None
+    workload = data.get("workload") if isinstance(data, dict) else None
+    if not isinstance(workload, dict):
+        raise CommandProblem(f"campaign file {path} has no workload")
+    return workload
+
+
+def _unparsed(u: Unparsed) -> str:
+    text = f"{UNPARSED}: {u.message()}"
+    return f"{text}; last lines:\n{u.last_lines}" if u.last_lines else text
+
+
+def read_command_run(run_dir: Path, rec: RunRecord) -> tuple[dict[str, Any], list[str]]:
+    """The row's metric columns and notes; CommandProblem when the run cannot be read."""
+    from hpcscale.core.command import figure_of, reading_of  # core: not at import of collect
+
+    out = output_file(run_dir)
+    if out is None:
+        raise CommandProblem(f"{NOT_RUN}: no local.out or slurm-*.out (not run yet?)")
+    workload = workload_of(run_dir, rec)
+    try:
+        extractors, mllog = reading_of(workload.get("metrics"))
+    except ValueError as exc:
+        raise CommandProblem(f"workload.metrics: {exc}") from None
+    figure, kind = figure_of(workload.get("metrics"), workload.get("throughput"), None)
+    figure = figure or workload.get("time")
+    sources = {OUTPUT: out}
+    sources.update({e.source: run_dir / e.source for e in extractors if e.source != OUTPUT})
+    got = extract(sources, extractors)
+    if got.unparsed:
+        raise CommandProblem("\n".join(_unparsed(u) for u in got.unparsed))
+    row: dict[str, Any] = {}
+    units: dict[str, str] = {}
+    notes: list[str] = []
+    if mllog:
+        notes += _mllog_columns(out, row, units)
+    for ex in extractors:
+        if ex.name in got.values:
+            _put(row, units, ex, got.values[ex.name], rec.ranks)
+    if figure and _missing(row.get(figure)):
+        last = tail(out, lines=10)
+        why = f"{UNPARSED}: {figure}: the {kind} metric, not given by the output ({out})"
+        raise CommandProblem(f"{why}; last lines:\n{last}" if last else why)
+    if figure and figure != "images_per_s" and kind == "throughput":
+        row["images_per_s"] = row[figure]  # the scaling tables' column, labelled by its unit
+    row["figure_metric"] = figure
+    row["figure_unit"] = units.get(figure or "", "")
+    row["metric_units"] = json.dumps(units, sort_keys=True)
+    row["extractors"] = "mllog" if mllog else ""
+    row["extractors"] = "; ".join(filter(None, [row["extractors"], *map(_describe, extractors)]))
+    return row, notes
+
+
+def _describe(ex: Extractor) -> str:
+    where = "" if ex.source == OUTPUT else f" in {ex.source}"
+    scale = " x ranks" if ex.scale == "per_rank" else ""
+    return f"{ex.name} = {ex.reduce} of /{ex.pattern}/{where}{scale}"
+
+
+def _missing(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def _put(row: dict[str, Any], units: dict[str, str], ex: Extractor, value: Any, ranks: int) -> None:
+    """One extracted figure into its column (per-rank values x ranks, series kept as lists)."""
+    factor = ranks if ex.scale == "per_rank" else 1
+    value = [v * factor for v in value] if isinstance(value, list) else value * factor
+    name = SERIES_NAMES.get(ex.name, ex.name) if isinstance(value, list) else ex.name
+    if name == "epoch_time_s" and isinstance(value, list):
+        name = "epoch_times_s"
+    if name in LISTS and not isinstance(value, list):
+        value = [value]
+    row[name] = value
+    units[name] = ex.unit + (" (per rank x ranks)" if ex.scale == "per_rank" else "")
+    if name == "epoch_times_s" and "epoch_time_s" not in row:
+        row["epoch_time_s"] = math.fsum(value) / len(value) if value else NAN
+
+
+def _mllog_columns(out: Path, row: dict[str, Any], units: dict[str, str]) -> list[str]:
+    with open(out, encoding="utf-8", errors="replace") as fh:
+        log = read_mllog(fh)
+    row["epoch_times_s"] = list(log.epoch_time_s)
+    row["epoch_time_s"] = log.epoch_time_mean_s
+    row["images_per_s"] = log.images_per_s
+    row["fit_time_s"] = log.fit_time_s
+    p50 = [v for v in log.step_p50_ms if not math.isnan(v)]
+    if p50:
+        row["step_time_p50_ms"] = sorted(p50)[len(p50) // 2]
+    units.update(images_per_s="images/s", epoch_time_s="s", fit_time_s="s")
+    for name, values in log.series.items():
+        row[SERIES_NAMES.get(name, name)] = list(values)
+    notes = list(log.notes)
+    if log.status not in (None, "success"):
+        notes.append(f"MLLOG run_stop status {log.status!r}")
+    return notes

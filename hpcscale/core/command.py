@@ -1,0 +1,291 @@
+"""A command workload: the user's own program, its placeholders and how its figures are read.
+
+The campaign names `workload.command` instead of a bundled `model:`; each run substitutes its
+resolved fields into the words (`{ranks}`, `{args.lr}`, ...), and the renderer quotes every word,
+so a campaign value is only ever an argument, never shell. What the program prints is read by
+extractors (`metrics:` a preset name or a list); which figure the scaling tables use is
+`throughput:` (or `time:`)."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from hpcscale.collect.readers.extract import OUTPUT, Extractor, pattern_error
+from hpcscale.collect.readers.presets import MLLOG, PRESET_NAMES, PRESET_THROUGHPUT, PRESETS
+from hpcscale.core.validation import did_you_mean, validate
+from hpcscale.core.yamlsrc import KeyPath, Source
+
+# Fields of a run a command may take, besides `{args.NAME}`.
+PLACEHOLDERS: tuple[str, ...] = (
+    "nodes",
+    "ranks",
+    "tasks_per_node",
+    "threads_per_task",
+    "gpus_per_node",
+    "batch_per_rank",
+    "global_batch",
+    "epochs",
+    "repeat",
+    "run_dir",
+)
+# Axes only a program's own code can honour: refused for a command unless it takes them itself.
+PROGRAM_AXES: dict[str, str] = {
+    "fp16_allreduce": "fp16 compression is set in the program's DistributedOptimizer",
+    "mixed_precision": "mixed precision is a policy the program's code sets",
+    "strategy": "MirroredStrategy is chosen in the program's code",
+    "cross_device_ops": "cross-device ops belong to the program's MirroredStrategy",
+}
+ALL_PLACEHOLDERS: tuple[str, ...] = (*PLACEHOLDERS, *PROGRAM_AXES)
+_FIELD = re.compile(r"\{\{|\}\}|\{([^{}]*)\}|[{}]")
+# Names the tidy table already has a column for; any other metric is an extra column.
+MLLOG_FIGURES = ("images_per_s", "epoch_time_s", "fit_time_s")
+COMMAND_PROGRAM = "command"  # the `program` field of a command run
+COMMAND_KEYS = ("command", "cwd", "metrics", "throughput", "time")
+
+
+class ExtractorSpec(BaseModel):
+    """One figure of merit as a campaign writes it (hpcscale.collect.readers.extract)."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    pattern: str
+    source: str = OUTPUT
+    reduce: Literal["last", "first", "mean", "median", "min", "max", "sum", "series"] = "last"
+    unit: str = ""
+    better: Literal["higher", "lower"] | None = None
+    scale: Literal["global", "per_rank"] = "global"
+    required: bool = True
+
+    @field_validator("pattern")
+    @classmethod
+    def _pattern(cls, v: str) -> str:
+        if problem := pattern_error(v):
+            raise ValueError(f"pattern {v!r}: {problem}")
+        return v
+
+    @field_validator("source")
+    @classmethod
+    def _source(cls, v: str) -> str:
+        if v != OUTPUT and (Path(v).is_absolute() or ".." in Path(v).parts):
+            raise ValueError(f"source {v!r}: 'output' or a file inside the run directory")
+        return v
+
+    def extractor(self) -> Extractor:
+        better = self.better or default_better(self.name)
+        fields = self.model_dump(exclude={"better"})
+        return Extractor(**fields, better=better)
+
+
+def default_better(name: str) -> str:
+    """`higher` for a rate (`*_per_s`) or an accuracy, else `lower` (times, losses)."""
+    return "higher" if name.endswith("_per_s") or "accuracy" in name else "lower"
+
+
+class CommandFields(BaseModel):
+    """The workload keys of a command (campaign.Workload adds the bundled programs' keys)."""
+
+    command: list[str] | None = Field(
+        default=None, description="your program, one word per item (or one string, split as sh)"
+    )
+    cwd: str | None = Field(default=None, description="where it runs; relative to the campaign")
+    metrics: Any = Field(default=None, description="a preset name, or presets and extractors")
+    throughput: str | None = Field(default=None, description="the metric scaling tables use")
+    time: str | None = Field(default=None, description="a time metric, for strong scaling")
+
+    @field_validator("command", mode="before")
+    @classmethod
+    def _split(cls, v: Any) -> Any:
+        if isinstance(v, str):
+            try:
+                v = shlex.split(v)
+            except ValueError as exc:
+                raise ValueError(f"command cannot be split as a shell would: {exc}") from None
+        if isinstance(v, list) and not v:
+            raise ValueError("command needs at least the program to run")
+        return [str(w) if isinstance(w, int | float) and not isinstance(w, bool) else w for w in v]
+
+
+def fields_of(word: str) -> list[str]:
+    """The placeholder names in one word (`{{`/`}}` are literal braces); ValueError on a lone
+    brace or a format spec."""
+    names = []
+    for m in _FIELD.finditer(word):
+        text = m.group(0)
+        if text in ("{{", "}}"):
+            continue
+        if m.group(1) is None:
+            raise ValueError(f"lone {text!r} in {word!r}: write {text * 2} for a literal brace")
+        names.append(m.group(1))
+    return names
+
+
+def substitute(word: str, values: dict[str, object]) -> str:
+    """One word with its placeholders replaced by `values` (bools as true/false)."""
+
+    def repl(m: re.Match[str]) -> str:
+        text = m.group(0)
+        if text in ("{{", "}}"):
+            return text[0]
+        value = values[m.group(1)]
+        return str(value).lower() if isinstance(value, bool) else str(value)
+
+    return _FIELD.sub(repl, word)
+
+
+def placeholder_values(run: Any, run_dir: str) -> dict[str, object]:
+    """What every placeholder of `run` (a core.run.Run) stands for."""
+    values: dict[str, object] = {n: getattr(run, n) for n in PLACEHOLDERS if n != "run_dir"}
+    values["run_dir"] = run_dir
+    for name in PROGRAM_AXES:
+        values[name] = getattr(run, name)
+    values.update({f"args.{k}": v for k, v in run.args.items()})
+    return values
+
+
+def command_words(command: str, values: dict[str, object], python: str) -> list[str]:
+    """The run's argv: `command` (a run's shlex-joined template) with its placeholders filled;
+    a leading `python`/`python3` is the profile's interpreter, as for the bundled programs."""
+    words = [substitute(w, values) for w in shlex.split(command)]
+    if words and words[0] in ("python", "python3"):
+        words[0] = python
+    return words
+
+
+def shown_command(run: Any) -> str:
+    """What `plan` shows a run executes (one rank's words; the run directory left as
+    `{run_dir}`, since the workdir is chosen when rendering)."""
+    words = command_words(run.command, placeholder_values(run, "{run_dir}"), "python")
+    return shlex.join(words)
+
+
+def label_of(words: list[str]) -> str:
+    """A short name for the program (the table's `model`): the script's stem, else argv[0]'s."""
+    for w in words[1:]:
+        if re.search(r"\.(py|sh|jl|R|lua)$", w):
+            return re.sub(r"[^A-Za-z0-9_]", "_", Path(w).stem) or COMMAND_PROGRAM
+    return re.sub(r"[^A-Za-z0-9_]", "_", Path(words[0]).name) or COMMAND_PROGRAM
+
+
+# ------------------------------------------------------------------ what reads the figures
+
+
+def reading_of(metrics: Any, src: Source | None = None) -> tuple[list[Extractor], bool]:
+    """`metrics:` -> its extractors (presets expanded) and whether the MLLOG reader runs.
+    Errors are located in `src` when given (ValueError without it)."""
+
+    def fail(key: KeyPath, msg: str) -> Exception:
+        return src.error(("workload", "metrics", *key), msg) if src else ValueError(msg)
+
+    items = metrics if isinstance(metrics, list) else [metrics]
+    if metrics is None or not items:
+        raise fail(
+            (),
+            "a command workload needs metrics: a preset "
+            f"({', '.join(PRESET_NAMES)}) or a list of extractors",
+        )
+    extractors: list[Extractor] = []
+    mllog = False
+    for i, item in enumerate(items):
+        key: KeyPath = (i,) if isinstance(metrics, list) else ()
+        if isinstance(item, str):
+            if item == MLLOG:
+                mllog = True
+            elif item in PRESETS:
+                extractors.extend(PRESETS[item])
+            else:
+                raise fail(
+                    key,
+                    f"unknown preset {item!r}{did_you_mean(item, PRESET_NAMES)}; "
+                    f"presets: {', '.join(PRESET_NAMES)}",
+                )
+        elif isinstance(item, dict):
+            if src is not None:
+                spec = validate(ExtractorSpec, item, src, ("workload", "metrics", *key))
+            else:
+                spec = ExtractorSpec.model_validate(item)
+            extractors.append(spec.extractor())
+        else:
+            raise fail(key, f"expected a preset name or an extractor mapping, got {item!r}")
+    names = [e.name for e in extractors]
+    if dup := sorted({n for n in names if names.count(n) > 1}):
+        raise fail((), f"metrics {', '.join(dup)} defined twice")
+    return extractors, mllog
+
+
+def figure_of(metrics: Any, throughput: str | None, time: str | None) -> tuple[str | None, str]:
+    """The metric the scaling tables use and whether it is a rate or a time."""
+    if throughput:
+        return throughput, "throughput"
+    if time:
+        return time, "time"
+    items = metrics if isinstance(metrics, list) else [metrics]
+    for item in items:
+        if isinstance(item, str) and item in PRESET_THROUGHPUT:
+            return PRESET_THROUGHPUT[item], "throughput"
+    return None, "throughput"
+
+
+def check_command(workload: Any, axes: dict[str, Any], arg_names: set[str], src: Source) -> None:
+    """Every problem a command workload has before it runs, located in the campaign file:
+    unknown placeholders, bad extractors, no figure to scale on, axes it cannot honour."""
+    used: set[str] = set()
+    known = (*ALL_PLACEHOLDERS, *sorted(f"args.{a}" for a in arg_names))
+    for i, word in enumerate(workload.command):
+        try:
+            names = fields_of(word)
+        except ValueError as exc:
+            raise src.error(("workload", "command", i), str(exc)) from None
+        for name in names:
+            if name not in known:
+                raise src.error(
+                    ("workload", "command", i),
+                    f"unknown placeholder {{{name}}}{did_you_mean(name, known)}; "
+                    f"placeholders: {', '.join('{' + k + '}' for k in known)} "
+                    "({{ and }} are literal braces)",
+                )
+        used.update(names)
+    extractors, mllog = reading_of(workload.metrics, src)
+    figure, kind = figure_of(workload.metrics, workload.throughput, workload.time)
+    if figure is None:
+        raise src.error(
+            ("workload",),
+            "a command workload needs `throughput:` (the metric the scaling tables use, e.g. "
+            "images_per_s) or `time:` (a time metric, for strong scaling)",
+        )
+    offered = {e.name for e in extractors} | (set(MLLOG_FIGURES) if mllog else set())
+    if not mllog and figure not in offered:
+        raise src.error(
+            ("workload", kind),
+            f"{kind} metric {figure!r} is not among the metrics{did_you_mean(figure, offered)}; "
+            f"metrics: {', '.join(sorted(offered))}",
+        )
+    for axis, why in PROGRAM_AXES.items():
+        if axis in axes and axis not in used:
+            raise src.error(
+                ("matrix", axis),
+                f"{axis} cannot be applied to a command workload ({why}); pass it to your "
+                f"program yourself with a placeholder {{{axis}}} in workload.command, "
+                "or sweep an args.<name> of your own",
+            )
+
+
+def all_axes(c: Any) -> dict[str, Any]:
+    """Every axis of a campaign's matrix (a core.campaign.Campaign), zip groups included."""
+    return {**c.axes(), **{a: v for group in c.matrix.zip for a, v in group.items()}}
+
+
+def arg_names(c: Any) -> set[str]:
+    """The workload arguments a campaign sets, fixed or swept."""
+    axes = [a.removeprefix("args.") for a in all_axes(c) if a.startswith("args.")]
+    return {*c.workload.args, *axes}
+
+
+def resolve_cwd(cwd: str | None, campaign_path: Path) -> str:
+    """The directory the command runs in, absolute: `cwd` relative to the campaign file."""
+    base = campaign_path.resolve().parent
+    return str((base / cwd).resolve() if cwd else base)
