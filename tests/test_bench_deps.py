@@ -14,7 +14,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 BENCH = REPO / "bench"
 FIRST_PARTY = {"hpcscale", "jobs", "bench", "tests"}
-# what `make setup` installs: `.[dev,bench]` and the jobs target's packages (the jobs extra)
+# what `make setup` installs: `.[dev,bench]`, the jobs extra, and what the Makefile names
 SETUP_EXTRAS = ("dev", "bench", "jobs")
 
 
@@ -27,7 +27,17 @@ def declared() -> set[str]:
     reqs = list(project["dependencies"])
     for extra in SETUP_EXTRAS:
         reqs += project["optional-dependencies"][extra]
+    reqs += makefile_installs()
     return {_norm(m.group(0)) for r in reqs if (m := re.match(r"[A-Za-z0-9][\w.-]*", r))}
+
+
+def makefile_installs() -> list[str]:
+    """Packages the Makefile pip-installs by name (Horovod: a source build, in no extra)."""
+    out = []
+    for line in (REPO / "Makefile").read_text().splitlines():
+        for args in re.findall(r"\$\(PIP\) install ([^;&]*)", line):
+            out += [a.strip("'\"") for a in args.split() if re.match(r"['\"]?[A-Za-z]", a)]
+    return out
 
 
 def _top_names(tree: ast.AST) -> set[str]:

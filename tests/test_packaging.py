@@ -199,6 +199,7 @@ def test_installed_cli_from_an_empty_directory(
         "launcher mpirun",
         "python",
         "tensorflow",
+        "msgspec",
         "horovod",
         "mpi4py",
         "timeline scanner",
