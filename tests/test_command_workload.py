@@ -4,44 +4,14 @@ through the local backend, its figures read from its output by extractors, prese
 from __future__ import annotations
 
 import json
-import textwrap
 from pathlib import Path
 
 import pytest
 
 from hpcscale.analysis.derive import derive
 from hpcscale.collect.collector import load_results
+from tests.command_fixture import campaign, run_all
 from tests.conftest import REPO, hpcscale
-
-PRINTER = """\
-import os, sys
-rank = int(os.environ.get("OMPI_COMM_WORLD_RANK", 0))
-size = int(os.environ.get("OMPI_COMM_WORLD_SIZE", 1))
-print("ARGV", *sys.argv[1:], flush=True)
-lr = float(sys.argv[sys.argv.index("--lr") + 1]) if "--lr" in sys.argv else 1.0
-for i in range(3):
-    print(f"{rank}: step {i} rate={10.0 * (i + 1) * lr:.1f} loss={1.0 / (i + 1):.3f}", flush=True)
-if rank == 0:
-    print(f"per-rank rate {25.0 * lr:.1f}", flush=True)
-    with open(os.path.join(os.environ["HPCSCALE_RUN_DIR"], "train.log"), "w") as fh:
-        fh.write("val_acc=0.5\\nval_acc=0.75\\n")
-"""
-
-
-def campaign(tmp: Path, body: str, program: str = PRINTER, name: str = "prog.py") -> Path:
-    (tmp / name).write_text(program)
-    path = tmp / "c.yaml"
-    path.write_text(textwrap.dedent(body))
-    return path
-
-
-def run_all(path: Path, *, collect_rc: int = 0, timeline: bool = False) -> str:
-    hpcscale("submit", str(path), "--backend", "local", check=True)
-    args = ["collect", str(path), *(["--timeline"] if timeline else [])]
-    proc = hpcscale(*args)
-    assert proc.returncode == collect_rc, proc.stdout + proc.stderr
-    return proc.stdout + proc.stderr
-
 
 CUSTOM = """\
 name: custom

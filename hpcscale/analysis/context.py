@@ -12,11 +12,13 @@ report's notes, compare's missing cells).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
 import pandas as pd
+
+from hpcscale.analysis.metric import ScalingMetric
 
 
 @dataclass(frozen=True)
@@ -33,6 +35,8 @@ class TableContext:
     stale: tuple[str, ...] = ()  # no longer in the campaign's matrix
     stale_included: bool = False  # stale runs are in the table (--include-stale)
     include_partial: bool = False  # truncated timelines' per-epoch figures kept
+    # what the throughput (or time) column holds: a command's own metric, named with its unit
+    metric: ScalingMetric = field(default_factory=ScalingMetric)
 
     @classmethod
     def of(
@@ -44,6 +48,7 @@ class TableContext:
         stale: Iterable[str] = (),
         stale_included: bool = False,
         include_partial: bool = False,
+        metric: ScalingMetric | None = None,
     ) -> TableContext:
         """Built from any iterables (lists from the collector)."""
         return cls(
@@ -54,6 +59,7 @@ class TableContext:
             tuple(map(str, stale)),
             bool(stale_included),
             bool(include_partial),
+            metric or ScalingMetric(),
         )
 
     @cached_property

@@ -6,9 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from hpcscale.analysis.baseline import aggregate_repeats, with_baseline
+from hpcscale.analysis.baseline import AGG_METRICS, aggregate_repeats, with_baseline
 from hpcscale.analysis.frame import check_axis, default_axis, normalise
 from hpcscale.analysis.intervals import with_intervals
+from hpcscale.analysis.metric import extra_metrics
 from hpcscale.analysis.models import karp_flatt
 from hpcscale.analysis.overlap import with_overlap
 from hpcscale.analysis.scaling import add_scaling_metrics, with_throughput
@@ -43,7 +44,9 @@ def derive(
     runs = with_throughput(normalise(df))
     # the axis the campaign varies, even when only one of its sizes has a result
     axis = check_axis(axis or default_axis(runs if planned is None else planned))
-    cells = with_baseline(aggregate_repeats(runs), axis, planned=planned)
+    # a command's own metrics (samples_per_s, ...) are folded too: references may check them
+    metrics = (*AGG_METRICS, *extra_metrics(runs, AGG_METRICS))
+    cells = with_baseline(aggregate_repeats(runs, metrics), axis, planned=planned)
     with np.errstate(divide="ignore", invalid="ignore"):
         cells = add_scaling_metrics(cells)
         strong = (cells["scaling"] == "strong").to_numpy()

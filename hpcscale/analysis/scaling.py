@@ -67,9 +67,15 @@ def add_scaling_metrics(cells: pd.DataFrame) -> pd.DataFrame:
     t_b, t_n = out["base_epoch_time_s"], out["epoch_time_s"]
     x_b, x_n = out["base_images_per_s"], out["images_per_s"]
     s = out["scale"]
-    out["speedup"] = np.where(strong, speedup_strong(t_b, t_n), speedup_weak(x_b, x_n))
+    # A fixed problem done X_N/X_b times faster takes T_b/T_N less time: a strong-scaling cell
+    # with no time (a command reporting only its throughput) is judged on its throughput.
+    timed = np.isfinite(speedup_strong(t_b, t_n))
+    on_time = strong & timed
+    out["speedup"] = np.where(on_time, speedup_strong(t_b, t_n), speedup_weak(x_b, x_n))
     eff = np.where(
-        strong, efficiency_strong(t_b, t_n, s), np.where(weak, efficiency_weak(x_b, x_n, s), np.nan)
+        on_time,
+        efficiency_strong(t_b, t_n, s),
+        np.where(weak | strong, efficiency_weak(x_b, x_n, s), np.nan),
     )
     out["efficiency"] = eff
     out["overhead"] = overhead(eff)

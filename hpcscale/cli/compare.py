@@ -131,14 +131,15 @@ def _why(result: CompareResult) -> str:
 
 
 def _summary(result: CompareResult) -> Grid:
-    """Images/s per aligned row and campaign, with each later campaign's change."""
+    """Throughput (or a command's own metric) per aligned row and campaign, with each later
+    campaign's change."""
     from hpcscale.report.fmt import cell
 
-    a = result.aligned
+    a, metric = result.aligned, result.metric
     base = a[a["campaign"] == result.baseline].set_index("row").sort_index()
     later = result.campaigns[1:]
     table = Grid(
-        f"Images/s on {result.axis}, against {result.baseline}",
+        f"{metric.heading} on {result.axis}, against {result.baseline}",
         [
             Col("Cell", key=True),
             *(Col(n, right=True) for n in result.campaigns),
@@ -147,11 +148,11 @@ def _summary(result: CompareResult) -> Grid:
     )
     d = result.differences
     for row, b in base.iterrows():
-        values = [cell(float(a[(a["row"] == row) & (a["campaign"] == n)]["images_per_s"].iloc[0]))
+        values = [cell(float(a[(a["row"] == row) & (a["campaign"] == n)][metric.column].iloc[0]))
                   for n in result.campaigns]  # fmt: skip
         changes = []
         for n in later:
-            hit = d[(d["row"] == row) & (d["campaign"] == n) & (d["metric"] == "images_per_s")]
+            hit = d[(d["row"] == row) & (d["campaign"] == n) & (d["metric"] == metric.column)]
             changes.append(_change(hit.iloc[0]) if len(hit) else "–")
         table.add_row(str(b["cell"]), *values, *changes)
     return table

@@ -121,16 +121,17 @@ def report(
 
 
 def _summary(rep: CampaignReport) -> Grid:
-    """Images/s, speedup and efficiency per matrix cell: the numbers people look at first."""
+    """Throughput (images/s, or a command's own metric, named), speedup and efficiency per
+    matrix cell: the numbers people look at first."""
     from hpcscale.report.fmt import cell
     from hpcscale.report.labels import CELL_PARTS, labels
 
-    cells = rep.cells
+    cells, metric = rep.cells, rep.metric
     table = Grid(
         f"{rep.name}: {plural(len(rep.runs), 'run')}",
         [
             Col("Run (cell)", key=True),
-            *(Col(c, right=True) for c in ("Ranks", "Images/s", "Speedup", "Efficiency")),
+            *(Col(c, right=True) for c in ("Ranks", metric.heading, "Speedup", "Efficiency")),
         ],
     )
     names = labels(cells, CELL_PARTS)
@@ -138,7 +139,7 @@ def _summary(rep: CampaignReport) -> Grid:
         table.add_row(
             name,
             str(int(row["ranks"])),
-            cell(row["images_per_s"]),
+            cell(row[metric.column]),
             cell(row["speedup"]),
             cell(row["efficiency"]),
         )

@@ -34,6 +34,7 @@ from hpcscale.analysis import (
     TIMELINE_COLUMNS,
 )
 from hpcscale.analysis.context import TableContext
+from hpcscale.analysis.metric import ScalingMetric
 from hpcscale.collect.readers.command_row import NOT_RUN as NOT_RUN_OUTPUT
 from hpcscale.collect.readers.command_row import UNPARSED
 from hpcscale.collect.run_row import TIMELINE_EXTRA, RunProblem, planned_row, run_row
@@ -47,12 +48,13 @@ RESULTS_PARQUET = "results.parquet"
 RESULTS_CSV = "results.csv"
 CACHE_FILE = ".collect-cache.json"
 # Bump when a row's content changes meaning: every cached row is then read again.
-COLLECTOR_VERSION = 9  # 2: model_family, program, run.json typed; 3: campaign_version
+COLLECTOR_VERSION = 10  # 2: model_family, program, run.json typed; 3: campaign_version
 # 4: contention columns (start/end times, machines, load); 5: timeline_truncated, _coverage
 # 6: train_loss, val_loss, input_images_per_s, params, sample_grids
 # 7: every run field of a cell (epochs from run.json, launcher, ...) and args.<name> columns
 # 8: images_per_s = images of the timed epochs / their time; waits_in_comm_s
 # 9: command workloads (command, cwd; figures read from the job's output)
+# 10: figure_kind; a command's `time:` metric fills epoch_time_s
 INPUT_FILES = ("run.json", "metrics.json", "timeline.json", "steps.json", "local.out")
 NOT_RUN = ("no metrics.json", NOT_RUN_OUTPUT)  # a run with no results yet: unfinished
 
@@ -123,6 +125,7 @@ class Collected:
             unfinished=self.unfinished,
             stale=self.stale,
             stale_included=self.stale_included,
+            metric=ScalingMetric.of_rows(self.rows),
         )
 
     @property

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -12,9 +13,9 @@ from hpcscale.core import workloads
 from hpcscale.core.command import (
     COMMAND_KEYS,
     CommandFields,
-    all_axes,
     arg_names,
     check_command,
+    command_metrics,
 )
 from hpcscale.core.system import SetupLine, System, load_system, sbatch_options_safe, sbatch_safe
 from hpcscale.core.validation import did_you_mean, validate
@@ -252,7 +253,7 @@ def load_campaign(path: str | Path, system: str | Path | None = None) -> LoadedC
     decl = workloads.declared(profile.jobs_dir)
     own = campaign.workload.command is not None  # the user's program: its arguments are its own
     if own:
-        check_command(campaign.workload, all_axes(campaign), arg_names(campaign), src)
+        check_command(campaign, src)
     else:
         check_workload(campaign, src, decl)
     for axis, values in campaign.axes().items():
@@ -348,12 +349,12 @@ REFERENCE_KEYS: tuple[str, ...] = (
 )
 
 
-def reference_metrics() -> frozenset[str]:
+def reference_metrics(extra: Iterable[str] = ()) -> frozenset[str]:
     """The metrics a reference can check: what the report derives (speedup, efficiency, ...)
-    and every measured metric, with the `_min`/`_max` of its repeats."""
+    and every measured metric (`extra`: a command's own), with the `_min`/`_max` of repeats."""
     from hpcscale.analysis.derive import DERIVED_METRICS  # pandas: only with references
 
-    measured = (*METRIC_COLUMNS, *TIMELINE_COLUMNS, *EXACT_COLUMNS)
+    measured = (*METRIC_COLUMNS, *TIMELINE_COLUMNS, *EXACT_COLUMNS, *extra)
     spreads = (f"{m}_{s}" for m in measured for s in ("min", "max"))
     return frozenset((*DERIVED_METRICS, *measured, *spreads))
 
@@ -363,7 +364,7 @@ def check_references(c: Campaign, src: Source) -> None:
     `report --check` after the runs: refuse it now."""
     if not c.references:
         return
-    metrics = reference_metrics()
+    metrics = reference_metrics(command_metrics(c.workload))
     for i, ref in enumerate(c.references):
         if ref.metric not in metrics:
             raise src.error(

@@ -230,11 +230,13 @@ def figure_of(metrics: Any, throughput: str | None, time: str | None) -> tuple[s
     return None, "throughput"
 
 
-def check_command(workload: Any, axes: dict[str, Any], arg_names: set[str], src: Source) -> None:
-    """Every problem a command workload has before it runs, located in the campaign file:
-    unknown placeholders, bad extractors, no figure to scale on, axes it cannot honour."""
+def check_command(c: Any, src: Source) -> None:
+    """Every problem a command workload (of `c`, a core.campaign.Campaign) has before it runs,
+    located in the campaign file: unknown placeholders, bad extractors, no figure to scale on,
+    a time for weak scaling, axes it cannot honour."""
+    workload, axes = c.workload, all_axes(c)
     used: set[str] = set()
-    known = (*ALL_PLACEHOLDERS, *sorted(f"args.{a}" for a in arg_names))
+    known = (*ALL_PLACEHOLDERS, *sorted(f"args.{a}" for a in arg_names(c)))
     for i, word in enumerate(workload.command):
         try:
             names = fields_of(word)
@@ -257,6 +259,12 @@ def check_command(workload: Any, axes: dict[str, Any], arg_names: set[str], src:
             "a command workload needs `throughput:` (the metric the scaling tables use, e.g. "
             "images_per_s) or `time:` (a time metric, for strong scaling)",
         )
+    if kind == "time" and c.scaling == "weak":
+        raise src.error(
+            ("workload", "time"),
+            "weak scaling grows the problem with the ranks, so its time says nothing of speedup: "
+            "name a `throughput:` metric, or use `time:` with scaling: strong",
+        )
     offered = {e.name for e in extractors} | (set(MLLOG_FIGURES) if mllog else set())
     if not mllog and figure not in offered:
         raise src.error(
@@ -272,6 +280,18 @@ def check_command(workload: Any, axes: dict[str, Any], arg_names: set[str], src:
                 f"program yourself with a placeholder {{{axis}}} in workload.command, "
                 "or sweep an args.<name> of your own",
             )
+
+
+def command_metrics(workload: Any) -> list[str]:
+    """The single-valued metrics a command workload extracts (not its series): each is a
+    column of the results, so a reference may check it. None for a bundled program."""
+    if workload.command is None:
+        return []
+    try:
+        extractors, _ = reading_of(workload.metrics)
+    except ValueError:
+        return []
+    return [e.name for e in extractors if e.reduce != "series"]
 
 
 def all_axes(c: Any) -> dict[str, Any]:

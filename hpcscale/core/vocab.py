@@ -97,7 +97,7 @@ RUN_TERMS = _terms(
     Term("time_limit_min", "int", "Time limit", "min", "wall-time limit per run"),
     Term("repeat", "int", "Repeat"),
     Term("command", "str", "Command", help="a command workload's program (placeholders unfilled)"),
-    Term("cwd", "str", "Directory", help="where a command workload runs"),
+    Term("cwd", "str", "Working directory", help="where a command workload runs"),
 )
 
 # ---- Axes a campaign matrix may sweep: run fields plus shorthands resolved by expand.

@@ -19,6 +19,7 @@ import pandas as pd
 from hpcscale.analysis import compare as cmp
 from hpcscale.analysis.context import TableContext
 from hpcscale.analysis.intervals import note as interval_note
+from hpcscale.analysis.metric import ScalingMetric
 from hpcscale.analysis.quality import quality_flags, without_partial_timelines
 from hpcscale.analysis.tables import AXIS_LABELS
 from hpcscale.core.paths import workdir as resolve_workdir
@@ -33,6 +34,7 @@ from hpcscale.report.data import (
     table_and_context,
 )
 from hpcscale.report.figures.compare import HEADINGS, overlay
+from hpcscale.report.metric_labels import relabel_section, shared_metric
 from hpcscale.report.model import CampaignReport, Section, Table, plot_if
 from hpcscale.report.sections.noise import method_text
 from hpcscale.report.sections.quality import NONE_TEXT, quality_section
@@ -54,6 +56,7 @@ class CompareResult:
     report: CampaignReport
     paths: list[Path] = field(default_factory=list)
     allow_missing: bool = False  # lost cells do not fail `passed` (zero comparisons still do)
+    metric: ScalingMetric = field(default_factory=ScalingMetric)  # what the throughput holds
 
     @property
     def baseline(self) -> str:
@@ -115,18 +118,22 @@ def compare_campaigns(
     diffs = cmp.differences(aligned, names[0], tolerance)
     found = cmp.regressions(diffs, names[0], tolerance)
     name = re.sub(r"[^A-Za-z0-9_.-]+", "-", "-vs-".join(names))[:120]
+    metric, apart = shared_metric(ctxs)
     sections = [
         campaigns_section(names, sources, runs, cells, axis, keys),
         aligned_section(aligned, names, axis, keys),
         differences_section(diffs, names[0], tolerance, found, interval_note(aligned, cmp.METRICS)),
         _quality(runs, ctxs),
     ]
+    sections = [relabel_section(s, metric) for s in sections]
+    if apart:
+        sections[0].text.append(apart)
     description = (
         f"{', '.join(names[1:])} against {names[0]} (the baseline), aligned on "
         f"{AXIS_LABELS.get(axis, axis).lower()}."
     )
     both = pd.concat([r.assign(compared_as=n) for n, r in runs.items()], ignore_index=True)
-    rep = CampaignReport(name, description, sections, both, aligned)
+    rep = CampaignReport(name, description, sections, both, aligned, metric=metric)
     for n, ctx in ctxs.items():
         if unfinished := ctx.unfinished:
             rep.notes.append(f"{n}: {len(unfinished)} run(s) not finished yet, shown as missing")
@@ -134,7 +141,17 @@ def compare_campaigns(
     out_dir = Path(out).absolute() if out else dirs[0].parent / "compare" / name
     written = write([rep], out_dir, ("md", "html", "csv"))
     return CompareResult(
-        axis, names, dirs, aligned, diffs, found, tolerance, rep, written.paths, allow_missing
+        axis,
+        names,
+        dirs,
+        aligned,
+        diffs,
+        found,
+        tolerance,
+        rep,
+        written.paths,
+        allow_missing,
+        metric,
     )
 
 

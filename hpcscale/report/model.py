@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 import pandas as pd
 from matplotlib.figure import Figure
 
+from hpcscale.analysis.metric import ScalingMetric
+
 
 @dataclass
 class Table:
@@ -46,6 +48,8 @@ class CampaignReport:
     cells: pd.DataFrame  # derive.derive(runs)
     reference_results: list = field(default_factory=list)  # analysis.references.ReferenceResult
     notes: list[str] = field(default_factory=list)  # what was left out and why
+    # what the throughput (or time) column holds: images/s, or a command's own metric
+    metric: ScalingMetric = field(default_factory=ScalingMetric)
 
 
 def plot_if(key: str, title: str, figure: Figure | None, caption: str = "") -> list[Plot]:

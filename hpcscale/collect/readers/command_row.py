@@ -14,6 +14,7 @@ from typing import Any
 
 import yaml
 
+from hpcscale.analysis.metric import COLUMN_OF_KIND
 from hpcscale.collect.readers.extract import OUTPUT, Extractor, Unparsed, extract
 from hpcscale.collect.readers.mllog import read_mllog
 from hpcscale.formats.run_record import VERSIONS_DIR, RunRecord
@@ -74,8 +75,9 @@ def read_command_run(run_dir: Path, rec: RunRecord) -> tuple[dict[str, Any], lis
         extractors, mllog = reading_of(workload.get("metrics"))
     except ValueError as exc:
         raise CommandProblem(f"workload.metrics: {exc}") from None
-    figure, kind = figure_of(workload.get("metrics"), workload.get("throughput"), None)
-    figure = figure or workload.get("time")
+    figure, kind = figure_of(
+        workload.get("metrics"), workload.get("throughput"), workload.get("time")
+    )
     sources = {OUTPUT: out}
     sources.update({e.source: run_dir / e.source for e in extractors if e.source != OUTPUT})
     got = extract(sources, extractors)
@@ -93,10 +95,15 @@ def read_command_run(run_dir: Path, rec: RunRecord) -> tuple[dict[str, Any], lis
         last = tail(out, lines=10)
         why = f"{UNPARSED}: {figure}: the {kind} metric, not given by the output ({out})"
         raise CommandProblem(f"{why}; last lines:\n{last}" if last else why)
-    if figure and figure != "images_per_s" and kind == "throughput":
-        row["images_per_s"] = row[figure]  # the scaling tables' column, labelled by its unit
+    column = COLUMN_OF_KIND[kind]
+    if figure and figure != column:
+        row[column] = row[figure]  # the scaling tables' column, labelled by the metric's name
     row["figure_metric"] = figure
-    row["figure_unit"] = units.get(figure or "", "")
+    # the metric's own unit (a per-rank value's "x ranks" is said by the Command section)
+    row["figure_unit"] = next(
+        (e.unit for e in extractors if e.name == figure), units.get(figure or "", "")
+    )
+    row["figure_kind"] = kind
     row["metric_units"] = json.dumps(units, sort_keys=True)
     row["extractors"] = "mllog" if mllog else ""
     row["extractors"] = "; ".join(filter(None, [row["extractors"], *map(_describe, extractors)]))

@@ -24,6 +24,7 @@ from hpcscale.analysis.context import TableContext
 from hpcscale.analysis.derive import derive
 from hpcscale.analysis.quality import cell_flags, quality_flags
 from hpcscale.analysis.references import Reference, check_references
+from hpcscale.report.metric_labels import relabel_section
 from hpcscale.report.model import CampaignReport, Section
 from hpcscale.report.sections.command import command_section
 from hpcscale.report.sections.iteration import iteration_section
@@ -87,12 +88,12 @@ def campaign_report(
         lambda: extrapolation_section(runs, cells, notes, max_nodes),
         lambda: params_section(runs),
     ]
-    builders.insert(0, lambda: command_section(runs))  # a command workload's program first
+    builders.insert(0, lambda: command_section(runs, ctx.metric))  # a command's program first
     sections = [s for s in (b() for b in builders) if s is not None]
-    sections = [mark_cell_tables(s, cells) for s in sections]
+    sections = [relabel_section(mark_cell_tables(s, cells), ctx.metric) for s in sections]
     sections.append(quality_section(runs, flags, ctx))
     if references:
         sections.append(references_section(results))
     if provenance is not None:
         sections.append(provenance)
-    return CampaignReport(name, description, sections, runs, cells, results, notes)
+    return CampaignReport(name, description, sections, runs, cells, results, notes, ctx.metric)

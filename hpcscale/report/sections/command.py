@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from hpcscale.analysis.metric import TIME, ScalingMetric
 from hpcscale.report.model import Section, Table
 
 COLUMNS = {
@@ -16,11 +17,12 @@ COLUMNS = {
 }
 
 
-def command_section(runs: pd.DataFrame) -> Section | None:
+def command_section(runs: pd.DataFrame, metric: ScalingMetric | None = None) -> Section | None:
     """One row per distinct command and reading, with the runs that used it; None for a
-    campaign of bundled programs only."""
+    campaign of bundled programs only. `metric`: what the scaling tables stand on."""
     if "command" not in runs.columns or runs["command"].isna().all():
         return None
+    metric = metric or ScalingMetric()
     mine = runs[runs["command"].notna()]
     cols = [c for c in COLUMNS if c in mine.columns]
     table = (
@@ -31,14 +33,21 @@ def command_section(runs: pd.DataFrame) -> Section | None:
         .reset_index(name="Runs")
         .rename(columns=COLUMNS)
     )
-    metric = str(mine["figure_metric"].dropna().iloc[0]) if "figure_metric" in mine else ""
-    unit = str(mine["figure_unit"].dropna().iloc[0]) if "figure_unit" in mine else ""
+    unit = f", in {metric.unit}" if metric.unit else ""
+    if metric.kind == TIME:
+        said = (
+            f"The scaling tables' time column ({metric.name}) holds {metric.name}{unit} "
+            "(`workload.time`); strong-scaling speedup is T_b / T_N on it."
+        )
+    else:
+        said = (
+            f"The scaling tables' throughput column ({metric.heading}) holds {metric.name}{unit}"
+            "; speedup and efficiency are computed on it."
+        )
     text = [
         "These runs ran your own program under the system's launcher, once per rank; their "
         "figures were read from its output by the extractors below (`metrics:` in the campaign).",
-        f"The scaling tables' throughput column (Images/s) holds {metric or 'the chosen metric'}"
-        + (f", in {unit}" if unit else "")
-        + "; speedup and efficiency are computed on it.",
+        said,
     ]
     tables = [Table("command", "Command and extractors", table)]
     return Section("command", "Your program", text, tables)

@@ -1,0 +1,162 @@
+"""A command workload's own figure downstream (issue 21): labels that follow its unit, `time:`
+strong scaling, `compare`, `report --check` on an extracted metric, and a real run on the
+local SLURM cluster. Expected numbers are the ones the program printed, or hand arithmetic."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from hpcscale.analysis.derive import derive
+from hpcscale.collect.collector import collect_campaign, load_results
+from hpcscale.core.paths import campaign_dir
+from hpcscale.report.sections import campaign_report
+from tests.command_fixture import campaign, run_all
+from tests.conftest import hpcscale
+
+# Rank 0 prints `per-rank rate 25*lr`; per_rank makes it x ranks: 25*lr at 1 rank, 50*lr at 2.
+SAMPLES = """\
+name: {name}
+workload:
+  command: [python, prog.py, --lr, "{{args.lr}}"]
+  metrics:
+    - {{name: samples_per_s, pattern: 'per-rank rate ([\\d.]+)', scale: per_rank, unit: samples/s}}
+  throughput: samples_per_s
+  args: {{lr: {lr}}}
+system: {system}
+scaling: weak
+matrix: {matrix}
+"""
+LOCAL = '{layout: ["1x1", "2x1"], batch: 4}'
+REFERENCES = """\
+references:
+  - {{metric: samples_per_s, where: {{ranks: 2}}, value: {value}, lower: 0.01, upper: 0.01}}
+"""
+HEADER = "samples_per_s (samples/s)"
+
+
+def printed(run_dir: str, pattern: str) -> float:
+    """The value the program printed (the last match in the job's output)."""
+    out = "".join(p.read_text() for p in sorted(Path(run_dir).glob("*.out")))
+    return float(re.findall(pattern, out)[-1])
+
+
+@pytest.fixture(scope="module")
+def two_campaigns(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Path]]:
+    """Campaigns a (lr 1) and b (lr 2), each at 1 and 2 ranks under mpirun, in one workdir."""
+    root = tmp_path_factory.mktemp("samples")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("HPCSCALE_WORKDIR", str(root / "runs"))
+        paths = {}
+        for name, lr in (("a", 1.0), ("b", 2.0)):
+            (root / name).mkdir()
+            body = SAMPLES.format(name=name, lr=lr, system="local", matrix=LOCAL)
+            paths[name] = campaign(root / name, body)
+            run_all(paths[name])
+        yield paths
+
+
+def test_samples_per_s_labels_the_tables_figure_and_summary(two_campaigns: dict) -> None:
+    df = load_results("a").set_index("ranks")
+    for ranks in (1, 2):
+        shown = printed(df.loc[ranks, "run_dir"], r"per-rank rate ([\d.]+)")
+        assert df.loc[ranks, "samples_per_s"] == pytest.approx(shown * ranks)
+    proc = hpcscale("report", "a", check=True)
+    assert HEADER in proc.stdout, proc.stdout  # the terminal summary's column
+    header = scaling_header(campaign_dir("a"))
+    assert HEADER in header and "Images/s" not in header, header
+    collected = collect_campaign(campaign_dir("a"))
+    rep = campaign_report(collected.frame, "a", context=collected.context)
+    (plot,) = [p for s in rep.sections for p in s.plots if p.key == "throughput"]
+    assert {ax.get_ylabel() for ax in plot.figure.axes} == {HEADER}
+
+
+def test_compare_two_command_campaigns(two_campaigns: dict, tmp_path: Path) -> None:
+    proc = hpcscale("compare", "a", "b", "-o", str(tmp_path), check=True)
+    assert f"{HEADER} on ranks" in proc.stdout, proc.stdout
+    runs = {n: load_results(n).set_index("ranks") for n in "ab"}
+    # b's program printed twice a's rate at each size (lr 2 against 1): +100 %
+    for ranks in (1, 2):
+        a, b = (printed(runs[n].loc[ranks, "run_dir"], r"per-rank rate ([\d.]+)") for n in "ab")
+        assert b / a == pytest.approx(2.0)
+    assert proc.stdout.count("+100.0%") == 2, proc.stdout
+    md = (tmp_path / "index.md").read_text()
+    assert f"a: {HEADER}" in md and f"b: {HEADER}" in md and "a: Images/s" not in md
+
+
+@pytest.mark.parametrize(("value", "rc"), [(50.0, 0), (80.0, 1)])
+def test_reference_on_an_extracted_metric(
+    two_campaigns: dict, tmp_path: Path, value: float, rc: int
+) -> None:
+    """50 = 25 x 2 ranks (what rank 0 printed, x ranks): within 1 %; 80 is not."""
+    text = two_campaigns["a"].read_text() + REFERENCES.format(value=value)
+    path = tmp_path / "a.yaml"
+    path.write_text(text)
+    assert hpcscale("validate", str(path)).returncode == 0
+    proc = hpcscale("report", str(path), "--check")
+    assert proc.returncode == rc, proc.stdout + proc.stderr
+    said = "PASS" if rc == 0 else "FAIL"
+    assert "references: 1 of 1 passed" in proc.stdout if rc == 0 else said in proc.stderr
+
+
+TIME = """\
+name: strong
+workload:
+  command: [python, prog.py]
+  metrics: [{name: train_time_s, pattern: 'elapsed ([\\d.]+)', unit: s}]
+  time: train_time_s
+system: local
+scaling: strong
+matrix: {layout: ["1x1", "2x1"], batch: 8}
+"""
+
+
+def test_time_metric_strong_scaling_speedup(tmp_path: Path, workdir: Path) -> None:
+    run_all(campaign(tmp_path, TIME))
+    df = load_results("strong").set_index("ranks")
+    t = {n: printed(df.loc[n, "run_dir"], r"elapsed ([\d.]+)") for n in (1, 2)}
+    cells = derive(load_results("strong")).set_index("ranks")
+    assert cells.loc[2, "speedup"] == pytest.approx(t[1] / t[2])  # T_1 / T_N
+    assert cells.loc[2, "efficiency"] == pytest.approx(t[1] / t[2] / 2)
+    hpcscale("report", "strong", check=True)
+    header = scaling_header(workdir / "strong")
+    assert "train_time_s (s)" in header and "Epoch time" not in header, header
+
+
+def test_time_metric_refused_for_weak_scaling(tmp_path: Path) -> None:
+    proc = hpcscale("validate", str(campaign(tmp_path, TIME.replace("strong", "weak"))))
+    assert proc.returncode == 2 and "workload.time" in proc.stderr, proc.stderr
+
+
+@pytest.mark.slurm
+def test_command_on_the_local_slurm_cluster(
+    slurm_cluster: object, tmp_path: Path, workdir: Path
+) -> None:
+    """1 and 2 nodes x 1 rank under srun: the figures read from slurm-<job>.out."""
+    from tests.test_slurm import wait_terminal
+
+    matrix = '{nodes: [1, 2], layout: "1x1", batch: 4}'
+    body = SAMPLES.format(name="onslurm", lr=1.0, system="slurm-local", matrix=matrix)
+    hpcscale("submit", str(campaign(tmp_path, body)), check=True)
+    rows = wait_terminal("onslurm", timeout=300)
+    assert {r["state"] for r in rows} == {"COMPLETED"}, rows
+    hpcscale("collect", "onslurm", check=True)
+    df = load_results("onslurm").set_index("nodes")
+    rate = {}
+    for nodes in (1, 2):
+        assert list(Path(df.loc[nodes, "run_dir"]).glob("slurm-*.out"))
+        rate[nodes] = printed(df.loc[nodes, "run_dir"], r"per-rank rate ([\d.]+)") * nodes
+        assert df.loc[nodes, "samples_per_s"] == pytest.approx(rate[nodes])
+    cells = derive(load_results("onslurm")).set_index("nodes")
+    assert cells.loc[2, "speedup"] == pytest.approx(rate[2] / rate[1])
+    hpcscale("report", "onslurm", check=True)
+    assert HEADER in scaling_header(workdir / "onslurm")
+
+
+def scaling_header(cdir: Path) -> str:
+    """The header row of the report's scaling table."""
+    md = (cdir / "report" / "index.md").read_text()
+    return next(line for line in md.splitlines() if line.startswith("| Model"))
