@@ -171,7 +171,10 @@ def test_horovod_synthetic_program_with_timeline(tmp_path: Path, workdir: Path) 
     matrix: {layout: ["1x1", "2x1"], batch: 8}
     collect: {timeline: true}
     """
-    run_all(campaign(tmp_path, body, SYNTHETIC, "synth.py"), timeline=True)
+    said = run_all(campaign(tmp_path, body, SYNTHETIC, "synth.py"), timeline=True)
+    # a program of the user's writes no steps.json: the note says what that means for it
+    assert "per-epoch figures include start-up" not in said
+    assert said.count("timeline figures cover the whole run, start-up included") == 2
     df = load_results("synth").set_index("ranks")
     totals = {}
     for ranks in (1, 2):

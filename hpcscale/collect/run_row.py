@@ -186,6 +186,8 @@ def _timeline_columns(run_dir: Path, row: dict[str, Any], epochs: int, steps: in
         steps_file = None
     if steps_file is not None:
         epochs, steps = steps_file.epochs, len(steps_file.start_unix_ns)
+    elif row.get("command"):  # the user's own program writes no steps.json: say what follows
+        notes.append("timeline figures cover the whole run, start-up included (no steps.json)")
     else:
         notes.append("no steps.json: per-epoch figures include start-up")
     if s.empty:
