@@ -117,7 +117,8 @@ def _link(src: Path, dst: Path) -> None:
 
 
 def fill(campaign_dir: Path, real: dict[int, Path]) -> int:
-    """Give every rendered run the real run's files with its ranks (see the module)."""
+    """Give every rendered run the real run's files with its ranks (see the module); the
+    number of runs filled. tests/test_report_scale.py fills its sweep with it too."""
     metrics = {r: json.loads((d / "metrics.json").read_text()) for r, d in real.items()}
     durations = [m["finished_unix_s"] - m["started_unix_s"] for m in metrics.values()]
     gap = max(durations) + 1.0

@@ -145,18 +145,24 @@ def iteration_rows(cells: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
         weak = weak[(weak["scaling"] == "weak") & (weak["global_batch"] > 0)]
         rows = weak.assign(line=weak["group"].to_numpy(), line_kind="weak")
     steps = step_times_ms(runs).drop_duplicates("run_id").set_index("run_id")
-    med, src = [], []
-    for _, line in rows.groupby("line", sort=False):
-        hits = [steps.reindex([i for i in ids if i in steps.index]) for ids in line["run_ids"]]
-        every = all(len(h) and h["p50_ms"].notna().all() for h in hits)
-        col, name = ("p50_ms", "p50") if every else ("epoch_ms", "epoch")
-        for idx, hit in zip(line.index, hits, strict=True):
-            ms = hit[col].dropna()
-            med.append((idx, float(ms.median()) if len(ms) else np.nan))
-            src.append((idx, STEP_SOURCES[name]))
+    # every cell's runs in one long frame (a lookup per cell made this quadratic-slow)
+    ids = [list(v) for v in rows["run_ids"]]
+    owner = np.repeat(np.arange(len(ids)), [len(v) for v in ids])
+    where = steps.index.get_indexer(pd.Index([r for v in ids for r in v], dtype=object))
+    owner, where = owner[where >= 0], where[where >= 0]  # the runs the table has
+    p50 = steps["p50_ms"].to_numpy(float)[where]
+    per_epoch = steps["epoch_ms"].to_numpy(float)[where]
+    found = np.bincount(owner, minlength=len(ids))
+    no_p50 = np.bincount(owner, weights=np.isnan(p50), minlength=len(ids))
+    full = pd.Series((found > 0) & (no_p50 == 0), index=rows.index)
+    # the p50 for a whole line only when every run of it has one: one source per line
+    every = full.groupby(rows["line"]).transform("all").to_numpy(bool)
+    ms = pd.Series(np.where(every[owner], p50, per_epoch)).groupby(owner).median()
     rows = rows.assign(
-        step_time_ms=pd.Series(dict(med), dtype=float),
-        step_time_source=pd.Series(dict(src), dtype=object),
+        step_time_ms=ms.reindex(range(len(ids))).to_numpy(float),
+        step_time_source=pd.Series(
+            np.where(every, STEP_SOURCES["p50"], STEP_SOURCES["epoch"]), rows.index, dtype=object
+        ),
     )
     rows = rows[rows["step_time_ms"].notna()]
     sizes = rows.groupby("line")["global_batch"].transform("nunique")

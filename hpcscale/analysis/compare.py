@@ -40,23 +40,11 @@ METRICS: tuple[str, ...] = tuple(HIGHER_IS_BETTER)
 # argument (`args.<name>`, after these), counts too.
 MATCH_FIELDS: tuple[str, ...] = tuple(
     dict.fromkeys(
-        (
-            "model",
-            "scaling",
-            "device",
-            *KNOBS,
-            "nodes",
-            "ranks",
-            "gpus",
-            "tasks_per_node",
-            "threads_per_task",
-            "gpus_per_node",
-            "batch_per_rank",
-            "global_batch",
-            *(f for f in CELL_FIELDS if f not in ("campaign", "system")),
-        )
+        ("model", "scaling", "device", *KNOBS, "nodes", "ranks", "gpus", "tasks_per_node",
+         "threads_per_task", "gpus_per_node", "batch_per_rank", "global_batch",
+         *(f for f in CELL_FIELDS if f not in ("campaign", "system")))
     )
-)
+)  # fmt: skip
 # What a run did besides its scale and knobs: campaigns that differ here measure different work.
 # A row whose two cells differ in dataset_size or steps_per_epoch has epoch times that cannot be
 # compared (images/s still can); `campaign_cells` brings epochs and steps_per_epoch from the runs.
@@ -148,18 +136,18 @@ def campaign_cells(runs: pd.DataFrame, axis: str, ctx: TableContext | None = Non
         kinds.setdefault(f.run_id, []).append(f.kind)
     gone = plan[~plan["run_id"].isin(set(runs["run_id"]) if len(runs) else set())]
     keys = [k for k in cell_keys([*cells.columns, *plan.columns]) if k != "campaign"]
-    known = {_key(r, keys): i for i, r in cells.iterrows()}
+    known = dict(zip(combos(cells, keys), cells.index, strict=True))
     extra: dict[tuple, dict[str, Any]] = {}
-    for _, r in gone.iterrows():
-        k = _key(r, keys)
-        said = kinds.get(str(r["run_id"])) or ["unfinished"]
+    values = {c: _values(gone, c) for c in ["campaign", *keys]}
+    for j, (k, run_id) in enumerate(zip(combos(gone, keys), gone["run_id"], strict=True)):
+        said = kinds.get(str(run_id)) or ["unfinished"]
         if k in known:  # a repeat of a cell that has results: its flags join the cell's
             i = known[k]
             cells.at[i, "flags"] = _join(str(cells.at[i, "flags"]).split(", ") + said)
             continue
-        row = extra.setdefault(k, {**{c: r.get(c) for c in ["campaign", *keys]}, "flags": ""})
+        row = extra.setdefault(k, {**{c: v[j] for c, v in values.items()}, "flags": ""})
         row["flags"] = _join(row["flags"].split(", ") + said)
-        row["run_ids"] = [*row.get("run_ids", []), str(r["run_id"])]
+        row["run_ids"] = [*row.get("run_ids", []), str(run_id)]
     if not extra:
         return cells
     gaps = pd.DataFrame(list(extra.values()))
@@ -193,14 +181,17 @@ def differing_at_rows(
     what a row compares, though no campaign holds the field fixed."""
     cols = ["axis_value", *keys]
     out: dict[str, list[str]] = {}
+    measured = []  # each campaign's measured cells and their row keys, once for every field
+    for frame in cells.values():
+        reps = pd.Series(_values(frame, "repeats"), index=frame.index, dtype=float)
+        frame = frame[reps.fillna(0).to_numpy() > 0]
+        measured.append((frame, combos(frame, cols)))
     for field in fields:
         seen: dict[tuple, set] = {}
-        for frame in cells.values():
-            if field not in frame.columns:
-                continue
-            for _, r in frame.iterrows():
-                if int(r.get("repeats") or 0) > 0:
-                    seen.setdefault(_key(r, cols), set()).add(plain(r[field]))
+        for frame, rows_of in measured:
+            if field in frame.columns:
+                for k, v in zip(rows_of, _values(frame, field), strict=True):
+                    seen.setdefault(k, set()).add(plain(v))
         rows = [
             _label(axis, cols, k)
             for k, v in sorted(seen.items(), key=lambda kv: _sort_key(kv[0]))
@@ -219,10 +210,10 @@ def align(cells: Mapping[str, pd.DataFrame], axis: str) -> tuple[pd.DataFrame, l
     has no measured such cell."""
     keys = match_keys(cells, axis)
     cols = ["axis_value", *keys]
-    entries: dict[tuple, dict[str, pd.Series]] = {}
+    entries: dict[tuple, dict[str, dict]] = {}
     for name, frame in cells.items():
-        for _, r in frame.iterrows():
-            entries.setdefault(_key(r, cols), {})[name] = r
+        for k, r in zip(combos(frame, cols), frame.to_dict("records"), strict=True):
+            entries.setdefault(k, {})[name] = r
     order = sorted(entries, key=_sort_key)
     rows = []
     for i, k in enumerate(order):
@@ -234,7 +225,7 @@ def align(cells: Mapping[str, pd.DataFrame], axis: str) -> tuple[pd.DataFrame, l
             row["present"] = r is not None and int(r.get("repeats") or 0) > 0
             for m in METRICS:
                 lo, hi = interval(r, m) if r is not None else (np.nan, np.nan)
-                row[m] = float(r[m]) if r is not None and m in r.index else np.nan
+                row[m] = float(r[m]) if r is not None and m in r else np.nan
                 row[f"{m}_lo"], row[f"{m}_hi"] = lo, hi
                 row[f"{m}_level"] = float(r.get(f"{m}_level", np.nan)) if r is not None else np.nan
             for f in ("base_axis_value", *WORKLOAD_FIELDS):
@@ -256,9 +247,9 @@ def differences(
     different work), `better` (True/False, None unless beyond noise) and `regressed`: worse by
     more than `tolerance` (relative) and beyond noise."""
     out = []
-    base = aligned[aligned["campaign"] == baseline].set_index("row")
-    for _, r in aligned[aligned["campaign"] != baseline].iterrows():
-        b = base.loc[r["row"]]
+    base = {b["row"]: b for b in aligned[aligned["campaign"] == baseline].to_dict("records")}
+    for r in aligned[aligned["campaign"] != baseline].to_dict("records"):  # no Series per row
+        b = base[r["row"]]
         for m, higher in HIGHER_IS_BETTER.items():
             a_val, c_val = float(b[m]), float(r[m])
             if math.isnan(a_val) and math.isnan(c_val):
@@ -293,7 +284,7 @@ def differences(
     return pd.DataFrame(out)
 
 
-def incomparable(base: pd.Series, row: pd.Series, metric: str) -> str | None:
+def incomparable(base: Mapping[str, Any], row: Mapping[str, Any], metric: str) -> str | None:
     """Why the two cells' values of `metric` measure different things (None when they do not):
     speedup and efficiency against different baseline sizes, epoch time of different work."""
     if metric in RELATIVE:
@@ -310,9 +301,7 @@ def incomparable(base: pd.Series, row: pd.Series, metric: str) -> str | None:
 
 def compared(diffs: pd.DataFrame) -> int:
     """How many metric comparisons gave a verdict (neither missing nor incomparable)."""
-    if diffs.empty:
-        return 0
-    return int(diffs["noise"].isin(COMPARED).sum())
+    return 0 if diffs.empty else int(diffs["noise"].isin(COMPARED).sum())
 
 
 def missing_cells(diffs: pd.DataFrame, baseline: str, lost_only: bool = False) -> list[str]:
@@ -329,7 +318,7 @@ def missing_cells(diffs: pd.DataFrame, baseline: str, lost_only: bool = False) -
             f"{r['campaign']}: {r['cell']}"
             if math.isnan(r["value"])
             else f"{baseline}: {r['cell']} (vs {r['campaign']})"
-            for _, r in gone.iterrows()
+            for r in gone.to_dict("records")
         )
     )
 
@@ -349,7 +338,7 @@ def regressions(diffs: pd.DataFrame, baseline: str, tolerance: float) -> list[Re
             float(d["change"]),
             tolerance,
         )
-        for _, d in diffs[diffs["regressed"]].iterrows()
+        for d in diffs[diffs["regressed"]].to_dict("records")
     ]
 
 
@@ -360,9 +349,16 @@ def plain(value: Any) -> Any:
     return value.item() if isinstance(value, np.generic) else value
 
 
-def combos(frame: pd.DataFrame, keys: Sequence[str]) -> list[tuple]:
-    """Each row's values of the match keys (an empty tuple each when there are none)."""
-    return [tuple(plain(frame.at[i, k]) for k in keys) for i in frame.index]
+def combos(frame: pd.DataFrame, cols: Sequence[str]) -> list[tuple]:
+    """Each row's `plain` values of `cols`, e.g. the match keys (None for a column the frame
+    lacks; an empty tuple each for no columns), built a column at a time: a Series per row
+    (iterrows) made compare and the report quadratic in cells."""
+    values = [[plain(v) for v in _values(frame, c)] for c in cols]
+    return list(zip(*values, strict=True)) if cols else [()] * len(frame)
+
+
+def _values(frame: pd.DataFrame, col: str) -> list:
+    return frame[col].tolist() if col in frame.columns else [None] * len(frame)
 
 
 def first_value(values: pd.Series) -> object:
@@ -375,12 +371,8 @@ def _median(values: Any) -> Any:
     return float(np.median(got)) if got else None
 
 
-def _axis_of(row: pd.Series) -> str:
-    return str(row["cell"]).split("=", 1)[0] if "cell" in row.index else "axis"
-
-
-def _key(row: pd.Series, cols: Sequence[str]) -> tuple:
-    return tuple(plain(row[c]) if c in row.index else None for c in cols)
+def _axis_of(row: Mapping[str, Any]) -> str:
+    return str(row["cell"]).split("=", 1)[0] if "cell" in row else "axis"
 
 
 def _sort_key(key: tuple) -> tuple:

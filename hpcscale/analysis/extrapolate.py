@@ -10,13 +10,14 @@ size's bandwidth is assumed to hold further out; its min/max over repeats gives 
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from hpcscale.analysis.baseline import SHARED, iter_groups
+from hpcscale.analysis.baseline import SHARED, group_ids
 from hpcscale.analysis.frame import check_axis, default_axis, normalise
 from hpcscale.analysis.models import (
     LawFit,
@@ -60,23 +61,44 @@ def axis_limit(grp: pd.DataFrame, axis: str, max_nodes: float | None) -> float:
     return float(max_nodes) * per if np.isfinite(per) and per > 0 else np.inf
 
 
-def _fits(runs: pd.DataFrame, axis: str) -> Iterator[tuple[int, pd.DataFrame, LawFit | str]]:
-    """(group id, rows, fit or the reason there is none) per weak/strong group measured at two
-    sizes or more."""
-    for gid, grp in iter_groups(runs, axis):
-        scaling = grp["scaling"].iloc[0]
+def _fits(
+    runs: pd.DataFrame, axis: str, max_nodes: float | None = None
+) -> Iterator[tuple[int, dict[str, Any], float, LawFit | str]]:
+    """(group id, its first run's fields, its `axis_limit`, fit or the reason there is none)
+    per weak/strong group measured at two sizes or more. One groupby and NumPy per group (a
+    frame per group made a sweep's report crawl)."""
+    if runs.empty:
+        return
+    gid = group_ids(runs, axis)
+    first = _first_rows(runs, gid)
+    limits = _limits(runs.groupby(gid, sort=True), axis, max_nodes)
+    sizes = runs[axis].to_numpy(float)
+    values = {m: runs[m].to_numpy(float) for _, m in LAWS.values() if m in runs.columns}
+    for g, at in sorted(runs.groupby(gid, sort=True).indices.items()):
+        scaling = first[g]["scaling"]
         if scaling not in LAWS:
             continue
         law, metric = LAWS[scaling]
-        ok = grp[metric].notna()
-        if grp.loc[ok, axis].nunique() < 2:
+        y = values[metric][at]
+        n = sizes[at][~np.isnan(y)]
+        if np.unique(n[~np.isnan(n)]).size < 2:
             continue
         try:
-            fit = FITTERS[law](grp.loc[ok, axis], grp.loc[ok, metric])
+            fit = FITTERS[law](n, y[~np.isnan(y)])
         except ValueError as exc:  # non-positive values: nothing a law can describe
-            yield gid, grp, str(exc)
+            yield int(g), first[g], limits[g], str(exc)
             continue
-        yield gid, grp, fit_problem(fit) or fit
+        yield int(g), first[g], limits[g], fit_problem(fit) or fit
+
+
+def _first_rows(runs: pd.DataFrame, gid: pd.Series) -> dict[int, dict[str, Any]]:
+    """Each group's first run (in table order) as a dict of the fields read here, by group id."""
+    firsts = runs.groupby(gid, sort=True).head(1)
+    cols = [c for c in dict.fromkeys([*SHARED, *FIRST_FIELDS]) if c in runs.columns]
+    return firsts[cols].set_axis(gid.loc[firsts.index].to_numpy()).to_dict("index")
+
+
+FIRST_FIELDS = ("scaling", "strategy", "fp16_allreduce")  # a group's, read off its first run
 
 
 def refusals(df: pd.DataFrame, axis: str | None = None) -> pd.DataFrame:
@@ -84,10 +106,10 @@ def refusals(df: pd.DataFrame, axis: str | None = None) -> pd.DataFrame:
     runs = with_throughput(normalise(df))
     axis = check_axis(axis or default_axis(runs))
     rows = []
-    for gid, grp, fit in _fits(runs, axis):
+    for gid, first, _, fit in _fits(runs, axis):
         if isinstance(fit, str):
-            law = LAWS[grp["scaling"].iloc[0]][0]
-            rows.append({**_keys(grp), "group": gid, "law": law, "reason": fit})
+            law = LAWS[first["scaling"]][0]
+            rows.append({**_keys(first), "group": gid, "law": law, "reason": fit})
     return pd.DataFrame(rows, columns=[*SHARED, "group", "law", "reason"])
 
 
@@ -107,10 +129,10 @@ def extrapolate(
     runs = with_throughput(normalise(df))
     axis = check_axis(axis or default_axis(runs))
     rows: list[dict[str, Any]] = []
-    for gid, grp, fit in _fits(runs, axis):
+    for gid, first, limit, fit in _fits(runs, axis, max_nodes):
         if isinstance(fit, str):
             continue
-        metric = LAWS[grp["scaling"].iloc[0]][1]
+        metric = LAWS[first["scaling"]][1]
         band = fit.predict(np.asarray(at, dtype=float), level)
         # fit_problem passed: a + b·f(N) with a, b >= 0, a + b > 0 is positive at every N > 0.
         # Checked for real (not an assert, which `python -O` drops): never print a value <= 0.
@@ -119,13 +141,12 @@ def extrapolate(
                 f"internal error: a physical {fit.law} fit (base {fit.base:.4g}, serial fraction "
                 f"{fit.serial_fraction:.4g}) predicted {band.value.tolist()} at {list(at)}"
             )
-        limit = axis_limit(grp, axis, max_nodes)
         name = interval_name(level, fit.dof)
         for i, size in enumerate(band.n):
             lower = band.lower[i]
             rows.append(
                 {
-                    **_keys(grp),
+                    **_keys(first),
                     "group": gid,
                     "axis": axis,
                     "axis_value": size,
@@ -172,62 +193,95 @@ def comm_cost(
     Participants are ranks (Horovod) or GPUs (MirroredStrategy); elements are 4 bytes, 2 with
     fp16 all-reduce compression. Groups without param_count are skipped; without bandwidth
     the bytes are still given and the times are NaN. `beyond_system`: the size exceeds what the
-    system's `max_nodes` holds (`axis_limit`)."""
+    system's `max_nodes` holds (`axis_limit`). The per-group figures come from one groupby
+    each, the rows from plain dicts: linear in runs."""
     runs = normalise(df)
     axis = check_axis(axis or default_axis(runs))
+    if runs.empty:
+        return pd.DataFrame()
+    gid = group_ids(runs, axis).rename("_group")
+    first = _first_rows(runs, gid)
+    mirrored = gid.map({g: r["strategy"] == "mirrored" for g, r in first.items()}).to_numpy(bool)
+    with np.errstate(divide="ignore", invalid="ignore"):  # a size of 0: inf, as pandas gave
+        unit = np.where(mirrored, runs["gpus"], runs["ranks"]) / runs[axis].to_numpy(float)
+    per_group = runs.groupby(gid, sort=True)
+    params = per_group["param_count"].median().to_dict()
+    per_unit = pd.Series(unit, index=runs.index).groupby(gid).median().to_dict()
+    limits = _limits(per_group, axis, max_nodes)
+    by_size = runs.groupby([gid, runs[axis].astype(float).rename("_size")], sort=True)
+    bw = by_size["bus_bandwidth_gbs"].agg(["median", "min", "max"])
+    sent = by_size["allreduce_bytes_per_step"].median().to_dict()
+    measured: dict[int, dict[float, dict[str, float]]] = {}
+    for (g, size), row in zip(bw.index, bw.to_dict("records"), strict=True):
+        measured.setdefault(int(g), {})[float(size)] = row
     rows: list[dict[str, Any]] = []
-    for gid, grp in iter_groups(runs, axis):
-        params = grp["param_count"].median()
-        if not np.isfinite(params):
+    for g in sorted(first):
+        params_g = params[g]
+        if not np.isfinite(params_g):
             continue
-        mirrored = grp["strategy"].iloc[0] == "mirrored"
-        participants = grp["gpus"] if mirrored else grp["ranks"]
-        per_unit = float((participants / grp[axis]).median())
-        bpp = 2.0 if bool(grp["fp16_allreduce"].iloc[0]) else 4.0
-        measured = grp.groupby(axis)["bus_bandwidth_gbs"].agg(["median", "min", "max"])
-        measured_bytes = grp.groupby(axis)["allreduce_bytes_per_step"].median()
-        measured.index = measured.index.astype(float)
-        measured_bytes.index = measured_bytes.index.astype(float)
-        with_bw = measured.dropna()
-        last = with_bw.iloc[-1] if len(with_bw) else pd.Series({"median": np.nan})
-        sizes = [(float(v), "measured-bandwidth") for v in measured.index]
-        sizes += [(float(v), "prediction") for v in at if float(v) not in measured.index]
-        keys = _keys(grp)
-        limit = axis_limit(grp, axis, max_nodes)
+        sizes_bw = measured.get(g, {})
+        with_bw = [v for v in sizes_bw.values() if not any(np.isnan(x) for x in v.values())]
+        last = with_bw[-1] if with_bw else {"median": np.nan}
+        bpp = 2.0 if bool(first[g]["fp16_allreduce"]) else 4.0
+        sizes = [(v, "measured-bandwidth") for v in sizes_bw]
+        sizes += [(float(v), "prediction") for v in at if float(v) not in sizes_bw]
+        keys = _keys(first[g])
         for size, kind in sizes:
-            bw = measured.loc[size] if kind != "prediction" else last
-            bw = bw if np.isfinite(bw["median"]) else last
-            p = size * per_unit
-            ring = float(ring_allreduce_bytes(params, p, bpp))
-            ps = float(parameter_server_bytes(params, p, bpp))
+            got = sizes_bw[size] if kind != "prediction" else last
+            got = got if np.isfinite(got["median"]) else last
+            p = size * per_unit[g]
+            ring = float(ring_allreduce_bytes(params_g, p, bpp))
+            ps = float(parameter_server_bytes(params_g, p, bpp))
+            med, lo, hi = (got.get(k, np.nan) for k in ("median", "min", "max"))
             rows.append(
                 {
                     **keys,
-                    "group": gid,
+                    "group": g,
                     "axis": axis,
                     "axis_value": size,
                     "participants": p,
-                    "param_count": params,
+                    "param_count": params_g,
                     "bytes_per_param": bpp,
                     "ring_bytes": ring,
                     "ps_bytes": ps,
-                    "measured_allreduce_bytes_per_step": measured_bytes.get(size, np.nan),
-                    "bandwidth_gbs": bw.get("median", np.nan),
-                    "bandwidth_min_gbs": bw.get("min", np.nan),
-                    "bandwidth_max_gbs": bw.get("max", np.nan),
-                    "ring_time_s": float(transfer_time_s(ring, bw.get("median", np.nan))),
-                    "ring_time_lower_s": float(transfer_time_s(ring, bw.get("max", np.nan))),
-                    "ring_time_upper_s": float(transfer_time_s(ring, bw.get("min", np.nan))),
-                    "ps_time_s": float(transfer_time_s(ps, bw.get("median", np.nan))),
-                    "ps_time_lower_s": float(transfer_time_s(ps, bw.get("max", np.nan))),
-                    "ps_time_upper_s": float(transfer_time_s(ps, bw.get("min", np.nan))),
+                    "measured_allreduce_bytes_per_step": sent.get((g, size), np.nan),
+                    "bandwidth_gbs": med,
+                    "bandwidth_min_gbs": lo,
+                    "bandwidth_max_gbs": hi,
+                    **dict.fromkeys(TIMES, np.nan),  # below, a column at a time
                     "kind": kind,
-                    "beyond_system": bool(size > limit),
+                    "beyond_system": bool(size > limits[g]),
                 }
             )
-    return pd.DataFrame(rows)
+    out = pd.DataFrame(rows)
+    for col, (nbytes, bandwidth) in TIMES.items():
+        if len(out):
+            out[col] = transfer_time_s(out[nbytes], out[bandwidth]).astype(float)
+    return out
 
 
-def _keys(grp: pd.DataFrame) -> dict[str, Any]:
-    first = grp.iloc[0]
+# Time column -> (bytes, bandwidth) it divides: lower times at the highest bandwidth.
+TIMES: dict[str, tuple[str, str]] = {
+    "ring_time_s": ("ring_bytes", "bandwidth_gbs"),
+    "ring_time_lower_s": ("ring_bytes", "bandwidth_max_gbs"),
+    "ring_time_upper_s": ("ring_bytes", "bandwidth_min_gbs"),
+    "ps_time_s": ("ps_bytes", "bandwidth_gbs"),
+    "ps_time_lower_s": ("ps_bytes", "bandwidth_max_gbs"),
+    "ps_time_upper_s": ("ps_bytes", "bandwidth_min_gbs"),
+}
+
+
+def _limits(per_group: Any, axis: str, max_nodes: float | None) -> dict[int, float]:
+    """`axis_limit` of every group at once (a groupby of the runs by group)."""
+    if max_nodes is None or not np.isfinite(max_nodes):
+        return defaultdict(lambda: np.inf)
+    if axis == "nodes":
+        return defaultdict(lambda: float(max_nodes))
+    per = per_group["tasks_per_node" if axis == "ranks" else "gpus_per_node"].max().astype(float)
+    limit = np.where(np.isfinite(per) & (per > 0), float(max_nodes) * per, np.inf)
+    return dict(zip(per.index.astype(int), limit.tolist(), strict=True))
+
+
+def _keys(first: dict[str, Any]) -> dict[str, Any]:
+    """A group's shared settings, from its first run."""
     return {k: first[k] for k in SHARED}

@@ -25,7 +25,7 @@ between two cells of one true distribution (10 % with 3 repeats each).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
@@ -165,14 +165,14 @@ def log_ratio_intervals(
     Welch–Satterthwaite degrees of freedom. Rows are (campaigns, n_a) and (campaigns, n_b);
     NaN with fewer than two repeats on either side or a value <= 0. Identical repeats on
     both sides give the point itself."""
-    from scipy import stats  # heavy import: only when there are intervals to compute
-
     a = np.atleast_2d(np.asarray(numerator, dtype=float))
     b = np.atleast_2d(np.asarray(denominator, dtype=float))
     na, nb = a.shape[1], b.shape[1]
     rows = max(a.shape[0], b.shape[0])
     if na < 2 or nb < 2:
         return np.full(rows, np.nan), np.full(rows, np.nan)
+    from scipy import stats  # heavy import (~0.5 s): only when there is an interval to compute
+
     with np.errstate(divide="ignore", invalid="ignore"):
         la = np.where(a > 0, np.log(a), np.nan)
         lb = np.where(b > 0, np.log(b), np.nan)
@@ -251,7 +251,10 @@ def with_intervals(cells: pd.DataFrame, runs: pd.DataFrame, level: float = LEVEL
     INTERVAL_METRICS and `base_repeats` (the baseline's repeats behind a ratio) to derived
     cells (needs `run_ids`, `group`, `axis_value`, `nodes`, `scale`, `scaling`), from the
     per-run values in `runs` (run_id, epoch_time_s, images_per_s). The baseline cell's speedup
-    is 1 by definition: no interval."""
+    is 1 by definition: no interval.
+
+    Vectorised: cells with the same number of finite repeats (and, for a ratio, the same pair
+    of counts) are one row-wise call, so the cost is linear in cells, not a call per cell."""
     out = cells.copy()
     for m in INTERVAL_METRICS:
         for part in ("lo", "hi", "level"):
@@ -260,62 +263,99 @@ def with_intervals(cells: pd.DataFrame, runs: pd.DataFrame, level: float = LEVEL
     if out.empty or "run_ids" not in out.columns:
         return out
     per_run = runs.drop_duplicates("run_id").set_index("run_id")
-
-    def samples(ids: Sequence[str], metric: str) -> np.ndarray:
-        known = [i for i in ids if i in per_run.index]
-        return _finite(per_run.loc[known, metric]) if known else np.array([])
-
+    found: dict[str, np.ndarray] = {m: np.full((len(out), 3), np.nan) for m in INTERVAL_METRICS}
+    padded = {m: _padded(out["run_ids"], per_run, m) for m in ("epoch_time_s", "images_per_s")}
+    for m, (mat, counts) in padded.items():
+        for n in np.unique(counts[counts >= 2]):
+            rows = np.flatnonzero(counts == n)
+            lo, hi, cover = median_intervals(mat[rows, :n], level)
+            found[m][rows] = np.column_stack([lo, hi, np.full(len(rows), cover)])
+    pos = pd.Series(np.arange(len(out)), index=out.index)
     base = out.sort_values(["group", "axis_value", "nodes"], kind="stable").groupby("group").head(1)
-    base_ids = dict(zip(base["group"], base["run_ids"], strict=True))
-    base_index = set(base.index)
-    found: dict[str, list[tuple[float, float, float]]] = {m: [] for m in INTERVAL_METRICS}
-    base_n: list[float] = []
-    for i, row in out.iterrows():
-        for m in ("epoch_time_s", "images_per_s"):
-            iv = median_interval(samples(row["run_ids"], m), level)
-            found[m].append((iv.lo, iv.hi, iv.level))
-        ratio = _ratio(i in base_index, row, base_ids, samples, level)
-        base_n.append(float(ratio.repeats[1]) if ratio is not None else np.nan)
-        if ratio is None:
-            ratio = Interval(np.nan, np.nan, np.nan, RATIO_METHOD, (0, 0), level)
-        scale = float(row["scale"]) if ratio.present else np.nan
-        found["speedup"].append((ratio.lo, ratio.hi, ratio.level))
-        found["efficiency"].append((ratio.lo / scale, ratio.hi / scale, ratio.level))
-    for m, vals in found.items():
-        arr = np.asarray(vals, dtype=float).reshape(-1, 3)
+    base_pos = out["group"].map(pd.Series(pos[base.index].to_numpy(), index=base["group"]))
+    base_pos = base_pos.to_numpy(dtype=np.int64)
+    strong = (out["scaling"] == "strong").to_numpy()
+    problem = out.get("baseline_problem", pd.Series(None, index=out.index)).map(
+        lambda v: isinstance(v, str)
+    )
+    speedup = pd.to_numeric(out.get("speedup", pd.Series(1.0, index=out.index)), errors="coerce")
+    ratio = (
+        out["scaling"].isin(["weak", "strong"]).to_numpy()
+        & (base_pos != np.arange(len(out)))  # the baseline itself: 1 by definition
+        & ~problem.to_numpy(dtype=bool)  # no valid baseline: no speedup, so no interval either
+        & speedup.notna().to_numpy()
+    )
+    # strong: T_b / T_N on epoch times; weak: the cell's images/s over the baseline's
+    num_pos = np.where(strong, base_pos, np.arange(len(out)))
+    den_pos = np.where(strong, np.arange(len(out)), base_pos)
+    n_num = np.where(strong, padded["epoch_time_s"][1][num_pos], padded["images_per_s"][1][num_pos])
+    n_den = np.where(strong, padded["epoch_time_s"][1][den_pos], padded["images_per_s"][1][den_pos])
+    base_n = np.where(strong, n_num, n_den).astype(float)
+    for is_strong, m in ((True, "epoch_time_s"), (False, "images_per_s")):
+        mat = padded[m][0]
+        chosen = ratio & (strong == is_strong)
+        for na, nb in set(zip(n_num[chosen].tolist(), n_den[chosen].tolist(), strict=True)):
+            rows = np.flatnonzero(chosen & (n_num == na) & (n_den == nb))
+            lo, hi = log_ratio_intervals(mat[num_pos[rows], :na], mat[den_pos[rows], :nb], level)
+            ok = np.isfinite(lo) & np.isfinite(hi)
+            found["speedup"][rows] = np.column_stack([lo, hi, np.where(ok, level, np.nan)])
+            scale = np.where(ok, out["scale"].to_numpy(float)[rows], np.nan)
+            found["efficiency"][rows] = np.column_stack(
+                [lo / scale, hi / scale, np.where(ok, level, np.nan)]
+            )
+    for m, arr in found.items():
         for j, part in enumerate(("lo", "hi", "level")):
             out[f"{m}_{part}"] = arr[:, j]
-    out["base_repeats"] = base_n
+    out["base_repeats"] = np.where(ratio, base_n, np.nan)
     return out
 
 
-def _ratio(
-    is_base: bool,
-    row: pd.Series,
-    base_ids: dict[int, list[str]],
-    samples: Callable[[Sequence[str], str], np.ndarray],
-    level: float,
-) -> Interval | None:
-    """The speedup interval of one cell, or None where there is no speedup to bound."""
-    if is_base or row["scaling"] not in ("weak", "strong"):
-        return None
-    if isinstance(row.get("baseline_problem"), str) or pd.isna(row.get("speedup", 1.0)):
-        return None  # no valid baseline: no speedup, so no interval around it either
-    cell, base = row["run_ids"], base_ids[row["group"]]
-    if row["scaling"] == "strong":  # T_b / T_N
-        return ratio_interval(samples(base, "epoch_time_s"), samples(cell, "epoch_time_s"), level)
-    return ratio_interval(samples(cell, "images_per_s"), samples(base, "images_per_s"), level)
+def _padded(
+    run_ids: pd.Series, per_run: pd.DataFrame, metric: str
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each cell's finite values of `metric` (over its `run_ids` found in `per_run`), sorted
+    and left-aligned in a NaN-padded (cells, most repeats) matrix, and each cell's count."""
+    ids = [_ids(v) for v in run_ids]
+    lengths = np.fromiter((len(v) for v in ids), dtype=np.int64, count=len(ids))
+    flat = [r for v in ids for r in v]
+    values = (
+        pd.to_numeric(per_run[metric], errors="coerce").reindex(flat).to_numpy(float)
+        if metric in per_run.columns and flat
+        else np.full(len(flat), np.nan)
+    )
+    owner = np.repeat(np.arange(len(ids)), lengths)
+    keep = np.isfinite(values)
+    owner, values = owner[keep], values[keep]
+    order = np.lexsort((values, owner))
+    owner, values = owner[order], values[order]
+    counts = np.bincount(owner, minlength=len(ids))
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]]) if len(ids) else counts
+    col = np.arange(len(owner)) - np.repeat(starts, counts)
+    mat = np.full((len(ids), max(int(counts.max(initial=0)), 1)), np.nan)
+    mat[owner, col] = values
+    return mat, counts
 
 
-def interval(row: pd.Series, metric: str) -> tuple[float, float]:
-    """A cell's (lo, hi) for `metric`, NaN when it has none."""
+def _ids(value: object) -> list[str]:
+    """A cell's run ids (a list; a comma-joined text; nothing for a missing value)."""
+    if isinstance(value, str):
+        return [v for v in value.split(",") if v]
+    if isinstance(value, list | tuple | np.ndarray | pd.Series):
+        return list(value)
+    return []
+
+
+def interval(row: pd.Series | Mapping[str, object], metric: str) -> tuple[float, float]:
+    """A cell's (lo, hi) for `metric`, NaN when it has none (a row, or its dict)."""
     return (
         float(row.get(f"{metric}_lo", np.nan)),
         float(row.get(f"{metric}_hi", np.nan)),
     )
 
 
-def interval_of(row: pd.Series, metric: str, level: float = LEVEL) -> Interval:
+def interval_of(
+    row: pd.Series | Mapping[str, object], metric: str, level: float = LEVEL
+) -> Interval:
     """A cell's interval for `metric` with its method, level and repeats, for labels."""
     lo, hi = interval(row, metric)
     reps = int(row.get("repeats") or 0)
@@ -327,7 +367,7 @@ def interval_of(row: pd.Series, metric: str, level: float = LEVEL) -> Interval:
     return Interval(lo, hi, got, METHODS[metric], repeats, level)
 
 
-def labelled(row: pd.Series, metric: str) -> str:
+def labelled(row: pd.Series | Mapping[str, object], metric: str) -> str:
     """ "[lo, hi] (75 %)" for a table cell: the interval with its own level; '' without one."""
     iv = interval_of(row, metric)
     return f"[{iv.lo:.4g}, {iv.hi:.4g}] ({pct(iv.level)})" if iv.present else ""

@@ -117,9 +117,17 @@ def varying(rows: pd.DataFrame, parts: Sequence[str]) -> list[str]:
     out = []
     for name in parts:
         cols = [c for c in part_of(name)[0] if c in rows.columns]
-        if cols and len(rows[cols].map(str).drop_duplicates()) > 1:
+        if cols and _distinct(rows, cols) > 1:
             out.append(name)
     return out
+
+
+def _distinct(rows: pd.DataFrame, cols: Sequence[str]) -> int:
+    """How many different rows `cols` hold, each value as its text (None and NaN apart): a set
+    of Python strings, not DataFrame.map(str) + drop_duplicates (a big sweep's labels' cost)."""
+    if not cols:
+        return 1
+    return len(set(zip(*(map(str, rows[c].tolist()) for c in dict.fromkeys(cols)), strict=True)))
 
 
 def describe(row: pd.Series, parts: Sequence[str]) -> str:
@@ -137,8 +145,7 @@ def minimal(rows: pd.DataFrame, parts: Sequence[str]) -> list[str]:
     keep = list(parts)
 
     def distinct(ps: list[str]) -> int:
-        cols = list(dict.fromkeys(c for p in ps for c in part_of(p)[0] if c in rows.columns))
-        return len(rows[cols].map(str).drop_duplicates()) if cols else 1
+        return _distinct(rows, [c for p in ps for c in part_of(p)[0] if c in rows.columns])
 
     full = distinct(keep)
     for part in IMPLIED:
@@ -156,7 +163,7 @@ def labels(rows: pd.DataFrame, parts: Sequence[str] = CELL_PARTS, fallback: str 
     if not diff:
         base = fallback or (str(rows["model"].iloc[0]) if len(rows) else "")
         return [base] * len(rows)
-    return [describe(r, diff) for r in _records(rows)]
+    return [describe(r, diff) for r in _records(rows, diff)]
 
 
 def group_labels(cells: pd.DataFrame, scaling_parts: bool = True) -> dict[Any, str]:
@@ -164,7 +171,8 @@ def group_labels(cells: pd.DataFrame, scaling_parts: bool = True) -> dict[Any, s
     firsts = cells.sort_values("group", kind="stable").groupby("group").head(1)
     parts = [p for p in GROUP_PARTS if scaling_parts or p != "scaling"]
     # Within a group the other batch column varies with the axis; name the one held fixed.
-    firsts = firsts.assign(fixed_batch=[_fixed_batch(r) for r in _records(firsts)])
+    batches = _records(firsts[["scaling", "global_batch", "batch_per_rank"]])
+    firsts = firsts.assign(fixed_batch=[_fixed_batch(r) for r in batches])
     parts = [p for p in parts if p not in ("batch_per_rank", "global_batch")] + ["fixed_batch"]
     names = labels(firsts, parts)
     return dict(zip(firsts["group"].tolist(), names, strict=True))
@@ -176,10 +184,16 @@ def _epochs(value: Any) -> str:
     return f"{int(value)} epoch{'s' * (int(value) != 1)}"
 
 
-def _records(rows: pd.DataFrame) -> list[dict[str, Any]]:
+def _records(rows: pd.DataFrame, parts: Sequence[str] | None = None) -> list[dict[str, Any]]:
     """The rows as plain dicts, for the per-row `describe` functions (which index them as
-    they index a Series): `iterrows` builds a Series per row, several times slower."""
-    return rows.to_dict("records")
+    they index a Series): `iterrows` builds a Series per row, several times slower. With
+    `parts`, only the columns they describe (a sweep's table is a hundred columns wide)."""
+    return (rows if parts is None else rows[_columns(rows, parts)]).to_dict("records")
+
+
+def _columns(rows: pd.DataFrame, parts: Sequence[str]) -> list[str]:
+    """The columns of `rows` that `parts` describe, once each."""
+    return list(dict.fromkeys(c for p in parts for c in part_of(p)[0] if c in rows.columns))
 
 
 def _fixed_batch(row: Mapping[str, Any]) -> str:
@@ -201,7 +215,7 @@ def with_setting(
     parts = _needed(rows, [c for c in identity if c in rows.columns])
     if not parts or table.empty:
         return table
-    records = _records(rows)
+    records = _records(rows[list(dict.fromkeys([*_columns(rows, parts), *match.values()]))])
     names = [describe(r, parts) for r in records]
     waiting: dict[tuple, deque[int]] = {}
     for k, r in enumerate(records):
@@ -221,8 +235,7 @@ def _needed(rows: pd.DataFrame, identity: list[str]) -> list[str]:
     """The fewest knob parts that, with the identity columns, tell every cell apart."""
 
     def distinct(parts: Sequence[str]) -> int:
-        cols = identity + [c for p in parts for c in part_of(p)[0]]
-        return len(rows[list(dict.fromkeys(cols))].map(str).drop_duplicates()) if cols else 1
+        return _distinct(rows, identity + [c for p in parts for c in part_of(p)[0]])
 
     parts = varying(rows, with_args(rows, ["epochs", *KNOB_PARTS]))
     full = distinct(parts)

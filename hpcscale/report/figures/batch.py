@@ -3,12 +3,16 @@ batch (seed 000's Fig. 5) and time per iteration and per epoch (seed 003's Goyal
 
 from __future__ import annotations
 
+from dataclasses import replace
+from typing import Any
+
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
 from hpcscale.core.vocab import term
 from hpcscale.report import labels as lbl
+from hpcscale.report.figures.fold import fold_groups, with_note
 from hpcscale.report.figures.style import (
     WIDTH,
     axes_grid,
@@ -21,10 +25,15 @@ from hpcscale.report.figures.style import (
     styled,
 )
 
+# How figures.fold names a batch figure's lines in its note.
+BATCH_LINES: dict[str, Any] = {"x": "batch_per_rank", "unit": "lines", "x_name": "batch size"}
+
 
 @styled
 def batch_curves(rows: pd.DataFrame) -> Figure | None:
-    """Images/s against the per-rank batch: one colour per model, CPU solid, GPU dashed."""
+    """Images/s against the per-rank batch: one colour per model (per line when a model has
+    several), CPU solid, GPU dashed. Past MAX_LINES lines the fastest and the slowest are
+    drawn and the rest folded into a band (figures.fold), said in the note."""
     if rows.empty or rows["batch_per_rank"].nunique() < 2:
         return None
     keys = [p for p in lbl.CELL_PARTS if p not in ("batch_per_rank", "global_batch", "device")]
@@ -33,7 +42,12 @@ def batch_curves(rows: pd.DataFrame) -> Figure | None:
     fig = new_figure(3.8, WIDTH * 0.75)
     (ax,) = axes_grid(fig)
     line_keys = ["model", "device", *[c for p in varying for c in lbl.part_of(p)[0]]]
-    for _, g in rows.groupby(list(dict.fromkeys(line_keys)), sort=True, dropna=False):
+    every = rows.assign(
+        _line=rows.groupby(list(dict.fromkeys(line_keys)), sort=True, dropna=False).ngroup()
+    )
+    drawn, folded = fold_groups(every, "images_per_s", True, key="_line", **BATCH_LINES)
+    by_model = drawn.groupby(["model", "device"])["_line"].nunique().max() <= 1
+    for i, (_, g) in enumerate(drawn.groupby("_line", sort=True)):
         g = g.sort_values("batch_per_rank")
         first = g.iloc[0]
         gpu = first["device"] == "gpu"
@@ -44,11 +58,14 @@ def batch_curves(rows: pd.DataFrame) -> Figure | None:
             g["batch_per_rank"],
             g["images_per_s"],
             spread(g, "images_per_s"),
-            color=colour(models.index(first["model"])),
+            color=colour(models.index(first["model"]) if by_model else i),
             ls="--" if gpu else "-",
             marker="s" if gpu else "o",
             label=name,
         )
+    if folded is not None:
+        folded.band(ax, "images_per_s", x="batch_per_rank")
+        with_note(fig, folded.note())
     log2_x(ax, rows["batch_per_rank"])
     ax.set_ylim(bottom=0)
     ax.set_title("Throughput against batch size (CPU solid, GPU dashed)")
@@ -62,30 +79,46 @@ def batch_curves(rows: pd.DataFrame) -> Figure | None:
 def batch_speedup(rows: pd.DataFrame) -> Figure | None:
     """Speedup against the per-rank batch (seed 000's Fig. 5), one panel per measure
     (throughput, time to each target), one line per sweep; 1 = the sweep's smallest batch.
-    `rows` is `analysis.batch.batch_speedups` output."""
+    `rows` is `analysis.batch.batch_speedups` output. Past MAX_LINES sweeps those with the
+    highest and the lowest throughput speedup are drawn in every panel, the rest a band."""
     if rows.empty or rows["batch_per_rank"].nunique() < 2:
         return None
     shown = rows[rows["speedup"].notna()]
     measures = [m for m in dict.fromkeys(rows["measure"]) if (shown["measure"] == m).any()]
     if not measures:
         return None
-    names = sweep_labels(rows)
+    # the same sweeps in every panel, chosen on the first measure (throughput)
+    first = rows[rows["measure"] == measures[0]]
+    said = f"speedup on {measures[0]}"
+    lines = {**BATCH_LINES, "unit": "sweeps", "score_name": said}
+    _, folded = fold_groups(first, "speedup", True, key="sweep", **lines)
+    left = set() if folded is None else set(folded.rows["sweep"])
+    drawn = rows[~rows["sweep"].isin(left)]
+    names = sweep_labels(drawn)
+    colours = {sid: colour(i) for i, sid in enumerate(sorted(names))}
     fig = new_figure(3.4 + 0.25 * len(names), WIDTH if len(measures) > 1 else WIDTH * 0.75)
     for ax, measure in zip(axes_grid(fig, 1, len(measures)), measures, strict=True):
-        sub = rows[rows["measure"] == measure]
-        for i, (sid, g) in enumerate(sub.groupby("sweep", sort=True)):
+        sub = drawn[drawn["measure"] == measure]
+        every = rows[rows["measure"] == measure]
+        for sid, g in sub.groupby("sweep", sort=True):
             g = g.sort_values("batch_per_rank")
             ax.plot(
-                g["batch_per_rank"], g["speedup"], marker="o", color=colour(i), label=names[sid]
+                g["batch_per_rank"], g["speedup"], marker="o", color=colours[sid], label=names[sid]
+            )
+        if folded is not None:
+            replace(folded, rows=every[every["sweep"].isin(left)]).band(
+                ax, "speedup", "batch_per_rank"
             )
         ax.axhline(1.0, ls="--", color="0.35", lw=1.0, label="smallest batch (baseline)")
-        log2_x(ax, sub["batch_per_rank"])
-        top = float(np.nanmax(sub["speedup"].to_numpy(float), initial=1.0))
+        log2_x(ax, every["batch_per_rank"])
+        top = float(np.nanmax(every["speedup"].to_numpy(float), initial=1.0))
         ax.set_ylim(0, max(1.2, top * 1.15))
         ax.set_title("On throughput" if measure == "throughput" else measure.capitalize())
         ax.set_xlabel("Batch size per rank (images)")
         ax.set_ylabel("Speedup (× the smallest batch)")
         legend_below(ax, last="smallest")
+    if folded is not None:
+        with_note(fig, folded.note())
     return fig
 
 
@@ -93,9 +126,13 @@ def batch_speedup(rows: pd.DataFrame) -> Figure | None:
 def iteration_times(rows: pd.DataFrame) -> Figure | None:
     """Time per iteration (left) and per epoch (right) against the global batch, as Goyal et
     al.'s Fig. 7 (seed 003): one line per `line` of `analysis.batch.iteration_rows`. Drawn for
-    three batch sizes or more (with two, the table says as much)."""
+    three batch sizes or more (with two, the table says as much). Past MAX_LINES lines the
+    fastest and the slowest epochs are drawn, the rest folded into a band (figures.fold)."""
     if rows.empty or rows.groupby("line")["global_batch"].nunique().max() < 3:
         return None
+    every = rows
+    lines = {**BATCH_LINES, "x": "global_batch", "x_name": "global batch"}
+    rows, folded = fold_groups(rows, "epoch_time_s", False, key="line", **lines)
     names = sweep_labels(rows, key="line")
     fig = new_figure(3.4 + 0.25 * len(names), WIDTH)
     panels = (
@@ -106,12 +143,16 @@ def iteration_times(rows: pd.DataFrame) -> Figure | None:
         for i, (lid, g) in enumerate(rows.groupby("line", sort=True)):
             g = g.sort_values("global_batch")
             ax.plot(g["global_batch"], g[col], marker="o", color=colour(i), label=names[lid])
-        log2_x(ax, rows["global_batch"])
-        ax.set_ylim(0, float(np.nanmax(rows[col].to_numpy(float))) * 1.1)
+        if folded is not None:
+            folded.band(ax, col, x="global_batch")
+        log2_x(ax, every["global_batch"])
+        ax.set_ylim(0, float(np.nanmax(every[col].to_numpy(float))) * 1.1)
         ax.set_title(title)
         ax.set_xlabel("Global batch (images)")
         ax.set_ylabel(ylabel)
         legend_below(ax)
+    if folded is not None:
+        with_note(fig, folded.note())
     return fig
 
 

@@ -36,7 +36,7 @@ def overlap_bars(cells: pd.DataFrame) -> Figure | None:
     rows = timed(cells).sort_values(["group", "axis_value"], kind="stable")
     if rows.empty:
         return None
-    rows, folded = spread_pick(rows, "epoch_time_s")  # at most MAX_BARS bars
+    rows, folded = spread_pick(rows, "epoch_time_s", name="epoch time")  # at most MAX_BARS bars
     names = lbl.labels(rows, lbl.CELL_PARTS)
     exact = all(c in rows.columns for c in ("exact_compute_s", "exact_overlap_s"))
     exact = exact and bool(rows["exact_compute_s"].notna().any())
@@ -109,6 +109,7 @@ def fusion_heatmap(cells: pd.DataFrame) -> Figure | None:
     cell_h = min(0.45, max(0.16, 2.2 / ny))
     fig = new_figure((1.4 + cell_h * ny) * len(shown), width)
     axes = iter(axes_grid(fig, len(shown), ncols))
+    unwritten = False  # a panel too small to hold its values: said once, not once per panel
     for k, name in zip(shown, names, strict=True):
         sub = rows[key == k]
         first = sub.iloc[0]
@@ -124,13 +125,10 @@ def fusion_heatmap(cells: pd.DataFrame) -> Figure | None:
             ax.set_ylabel(term("cycle_time_ms").heading)
             ax.set_title(f"{what}: {title}", fontsize=9 if len(what) > 30 else None)
             ax.grid(False)
-            if not _annotate(ax, im, data, cell_w, cell_h):
-                with_note(
-                    fig,
-                    "Values are not written in the cells (too small to hold them); they are "
-                    "in the section's table.",
-                )
+            unwritten |= not _annotate(ax, im, data, cell_w, cell_h)
             fig.colorbar(im, ax=ax, label=title, shrink=0.9)
+    if unwritten:
+        with_note(fig, UNWRITTEN)
     if len(shown) < len(ids):
         with_note(
             fig,
@@ -141,6 +139,9 @@ def fusion_heatmap(cells: pd.DataFrame) -> Figure | None:
 
 
 KNOB_COLUMNS = ("fusion_threshold_mb", "cycle_time_ms")
+UNWRITTEN = (
+    "Values are not written in the cells (too small to hold them); they are in the section's table."
+)
 HEAT_KNOB_PARTS = KNOB_COLUMNS  # label parts the maps' axes already say
 HEAT_MARGIN_IN = 1.5  # a panel's y label, tick labels and colour bar, roughly
 HEAT_FONT = 7.0  # points: a value written in a cell

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import replace
 
 import pandas as pd
 from matplotlib.figure import Figure
 
 from hpcscale.analysis import compare as cmp
 from hpcscale.analysis.intervals import METHODS, short_label
+from hpcscale.report.figures.fold import MAX_LINES, Folded, fold_groups, with_note
 from hpcscale.report.figures.style import (
     WIDTH,
     axes_grid,
@@ -38,20 +40,26 @@ def overlay(
     aligned: pd.DataFrame, names: Sequence[str], axis: str, keys: Sequence[str]
 ) -> Figure | None:
     """Each metric against the axis, one colour per campaign (one line style per knob
-    combination matched), so the curves lie on top of each other."""
+    combination matched), so the curves lie on top of each other. Past the lines a reader
+    tells apart (MAX_LINES in all, one line style per combination) the knob combinations with
+    the best and the worst first metric in the first campaign are drawn, the note says so."""
     shown = [m for m in cmp.METRICS if aligned[m].notna().any()]
     if not shown:
         return None
-    combos = list(dict.fromkeys(cmp.combos(aligned, keys)))
+    found = cmp.combos(aligned, keys)  # once: per combination it made the overlay quadratic
+    code = {c: i for i, c in enumerate(dict.fromkeys(found))}
+    aligned = aligned.assign(_combo=[code[c] for c in found])
+    chosen, folded = _combos_drawn(aligned, names, shown[0])
+    combos = [c for c in code if code[c] in chosen]
+    lines = dict(iter(aligned.groupby(["campaign", "_combo"], sort=False)))
     fig = new_figure(3.2 * math.ceil(len(shown) / 2) + 0.3 * len(names) * len(combos), WIDTH)
     axes = axes_grid(fig, math.ceil(len(shown) / 2), 2 if len(shown) > 1 else 1)
     for ax, m in zip(axes, shown, strict=False):
         for i, n in enumerate(names):
-            # NaN rows stay in: a missing cell breaks the line instead of being bridged
-            mine = aligned[aligned["campaign"] == n]
             for j, combo in enumerate(combos):
-                sel = mine[[c == combo for c in cmp.combos(mine, keys)]]
-                if not sel[m].notna().any():
+                # NaN rows stay in: a missing cell breaks the line instead of being bridged
+                sel = lines.get((n, code[combo]))
+                if sel is None or not sel[m].notna().any():
                     continue
                 sel = sel.sort_values("axis_value")
                 what = ", ".join(
@@ -73,6 +81,8 @@ def overlay(
         ax.set_ylabel(HEADINGS[m])
         ax.set_title(HEADINGS[m])
         ax.set_ylim(bottom=0)  # every metric is >= 0: a cut axis would magnify a 2 % gap
+    if folded is not None:
+        with_note(fig, folded.note(band=False, where=ALIGNED_TABLE))
     for ax in axes[len(shown) :]:
         ax.set_visible(False)
     handles, texts = axes[0].get_legend_handles_labels()
@@ -84,3 +94,25 @@ def overlay(
             texts.append(f"{' and '.join(HEADINGS[m] for m in ms)} error bars: {said}")
     fig.legend(handles, texts, loc="outside lower center", ncols=min(3, len(texts)), frameon=False)
     return fig
+
+
+ALIGNED_TABLE = "every one is in the table of aligned cells (Campaigns side by side)"
+
+
+def _combos_drawn(
+    aligned: pd.DataFrame, names: Sequence[str], metric: str
+) -> tuple[set[int], Folded | None]:
+    """The knob combinations (`_combo` codes) the overlay draws: all when campaigns x
+    combinations fit MAX_LINES (and the line styles), else as many as fit, the best and the
+    worst by `metric` at their largest size in the first campaign (`fold.fold_groups`)."""
+    fit = max(1, min(len(LINESTYLES), MAX_LINES // max(1, len(names))))
+    first = aligned[aligned["campaign"] == names[0]]
+    higher = cmp.HIGHER_IS_BETTER[metric]
+    name = HEADINGS[metric][0].lower() + HEADINGS[metric][1:]  # "images/s"
+    _, folded = fold_groups(
+        first, metric, higher, fit, key="_combo", unit="knob combinations", score_name=name
+    )
+    if folded is None:
+        return set(aligned["_combo"]), None
+    folded = replace(folded, rule=f"{folded.rule}, in {names[0]}")
+    return set(first["_combo"]) - set(folded.rows["_combo"]), folded

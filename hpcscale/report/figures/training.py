@@ -13,6 +13,7 @@ from matplotlib.figure import Figure
 
 from hpcscale.analysis.targets import target_lines
 from hpcscale.report import labels as lbl
+from hpcscale.report.figures.fold import fold_groups, with_note
 from hpcscale.report.figures.style import (
     WIDTH,
     axes_grid,
@@ -40,6 +41,7 @@ LOSS_TITLES = {
     "kl_loss": "KL term (kl_loss)",
 }
 PER_ROW = 3
+AXIS_WORDS = {"gpus": "GPU count", "ranks": "rank count"}
 
 
 def scale_axis(cells: pd.DataFrame) -> str:
@@ -61,8 +63,15 @@ def scale_label(row: pd.Series, axis: str, with_nodes: bool = False) -> str:
 def scale_labels(cells: pd.DataFrame) -> dict[int, str]:
     """A label per cell id naming its scale (nodes too when the scale alone is ambiguous)."""
     axis = scale_axis(cells)
-    with_nodes = cells[[axis]].duplicated().any()
-    return {int(r["cell"]): scale_label(r, axis, bool(with_nodes)) for _, r in cells.iterrows()}
+    with_nodes = bool(cells[[axis]].duplicated().any())
+    what = "GPU" if axis == "gpus" else "rank"
+    out = {}
+    for cid, n, nodes in zip(cells["cell"], cells[axis], cells["nodes"], strict=True):
+        text = f"{int(n)} {what}{'s' * (int(n) != 1)}"  # as scale_label, without a row each
+        if with_nodes:
+            text += f", {int(nodes)} node{'s' * (int(nodes) != 1)}"
+        out[int(cid)] = text
+    return out
 
 
 def panels(curves: pd.DataFrame) -> list[tuple[str, list[tuple[str, str, str]]]]:
@@ -129,11 +138,16 @@ def learning_curves(cells: pd.DataFrame, curves: pd.DataFrame) -> Figure | None:
 def epochs_to_plateau(cells: pd.DataFrame) -> Figure | None:
     """Epochs to the validation-accuracy plateau (`targets.fold_targets` cells: median over
     repeats, min-max bars) against GPUs (ranks on CPUs), one line per `targets.target_lines`
-    group. Cells that never reached a plateau are not drawn (the caption names them)."""
+    group. Cells that never reached a plateau are not drawn (the caption names them). Past
+    MAX_LINES lines the earliest and the latest are drawn, the rest folded into a band."""
     if cells.empty or "plateau_epoch" not in cells or not cells["plateau_epoch"].notna().any():
         return None
     axis = scale_axis(cells)
-    cells = cells.assign(group=target_lines(cells).to_numpy())
+    every = cells.assign(group=target_lines(cells).to_numpy())
+    reached = every[every.groupby("group")["plateau_epoch"].transform("count").to_numpy() > 0]
+    cells, folded = fold_groups(
+        reached, "plateau_epoch", False, x=axis, unit="lines", x_name=AXIS_WORDS[axis]
+    )
     names = lbl.group_labels(cells)
     fig = new_figure(3.6 + 0.25 * len(names), WIDTH * 0.75)
     (ax,) = axes_grid(fig)
@@ -143,7 +157,10 @@ def epochs_to_plateau(cells: pd.DataFrame) -> Figure | None:
             continue
         yerr = spread(g, "plateau_epoch")
         line(ax, g[axis], g["plateau_epoch"], yerr, marker="o", color=colour(i), label=names[gid])
-    log2_x(ax, cells[axis])
+    if folded is not None:  # past MAX_LINES: the extremes drawn, the rest a band
+        folded.band(ax, "plateau_epoch", x=axis)
+        with_note(fig, folded.note())
+    log2_x(ax, every[axis])
     ax.set_ylim(bottom=0)
     ax.set_title("Epochs to a stable validation accuracy")
     ax.set_xlabel(axis_title(axis))

@@ -73,13 +73,16 @@ def comparisons(cells: pd.DataFrame) -> pd.DataFrame:
     if cells.empty:
         return pd.DataFrame()
     same = [c for c in SAME if c in cells.columns]
+    axis = axis_label(cells)  # once: it reads every cell
     for _, sub in cells.groupby(same, dropna=False, sort=True):
         if len(sub) < 2 or len(sub[knobs].map(str).drop_duplicates()) < 2:
             continue
         sub = sub.sort_values(METRIC, ascending=False, kind="stable")
         names = labels(sub, KNOB_PARTS)
-        best, best_name = sub.iloc[0], names[0]
-        for (_, other), name in zip(sub.iloc[1:].iterrows(), names[1:], strict=True):
+        # dicts, not a Series per row (iterrows): a sweep has hundreds of cells per scale
+        best, *others = sub.to_dict("records")
+        best_name = names[0]
+        for other, name in zip(others, names[1:], strict=True):
             said = verdict(
                 float(best[METRIC]),
                 interval(best, METRIC),
@@ -90,7 +93,7 @@ def comparisons(cells: pd.DataFrame) -> pd.DataFrame:
             rows.append(
                 {
                     "Model": best["model"],
-                    axis_label(cells): best.get("axis_value", best["ranks"]),
+                    axis: best.get("axis_value", best["ranks"]),
                     "A": best_name,
                     "B": name,
                     "Images/s A": best[METRIC],

@@ -30,7 +30,7 @@ from hpcscale.report.figures.training import (
 from hpcscale.report.figures.training import (
     learning_curves as curves_figure,
 )
-from hpcscale.report.model import Plot, Section, Table
+from hpcscale.report.model import Plot, Section, Table, plot_if
 from hpcscale.report.sections.targets import PLATEAU_RULE
 
 FINAL_COLUMNS: dict[str, str] = {
@@ -55,31 +55,35 @@ def group_names(cells: pd.DataFrame) -> dict[int, str]:
 
 def final_table(cells: pd.DataFrame, curves: pd.DataFrame) -> pd.DataFrame:
     """Per cell: its scale and the median value of each metric at its last epoch (NaN when
-    that epoch is a gap), with the plateau epoch added by the caller."""
+    that epoch is a gap), with the plateau epoch added by the caller. Built with one groupby
+    over the curves (not a filter of the curves per cell: quadratic in cells)."""
     axis = scale_axis(cells)
     metrics = [m for m in FINAL_COLUMNS if m in set(curves["metric"])]
     metrics += sorted(set(curves["metric"]) - set(FINAL_COLUMNS))
-    rows = []
     ordered = cells.sort_values(["group", axis, "nodes"], kind="stable")
-    for _, c in ordered.iterrows():
-        mine = curves[curves["cell"] == c["cell"]]
-        row: dict[str, Any] = {
-            "Model": c["model"],
-            "GPUs" if axis == "gpus" else "Ranks": int(c[axis]),
-            "Nodes": int(c["nodes"]),
-            "Repeats": int(c["repeats"]),
-            "Epochs": int(mine["epoch"].max()),
-            # the repeats behind the last-epoch values (fewer: some repeats stopped early)
-            "Runs at last epoch": int(mine.loc[mine["epoch"] == mine["epoch"].max(), "runs"].max()),
+    last = curves.groupby("cell")["epoch"].max()
+    at_last = curves[curves["epoch"].to_numpy() == curves["cell"].map(last).to_numpy()]
+    # the repeats behind the last-epoch values (fewer: some repeats stopped early)
+    runs_last = at_last.groupby("cell")["runs"].max()
+    ends = curves.sort_values(["cell", "metric", "epoch"], kind="stable")
+    ends = ends.groupby(["cell", "metric"], sort=False).tail(1)  # each metric's own last epoch
+    values = ends.pivot(index="cell", columns="metric", values="value")
+    ids = ordered["cell"].astype(int)
+    table = pd.DataFrame(
+        {
+            "Model": ordered["model"].to_numpy(object),
+            "GPUs" if axis == "gpus" else "Ranks": ordered[axis].astype(int).to_numpy(),
+            "Nodes": ordered["nodes"].astype(int).to_numpy(),
+            "Repeats": ordered["repeats"].astype(int).to_numpy(),
+            "Epochs": ids.map(last).astype(int).to_numpy(),
+            "Runs at last epoch": ids.map(runs_last).astype(int).to_numpy(),
         }
-        for m in metrics:
-            series = mine[mine["metric"] == m].sort_values("epoch")
-            row[f"{FINAL_COLUMNS.get(m, m)} (last epoch)"] = (
-                float(series["value"].iloc[-1]) if len(series) else np.nan
-            )
-        row["cell"] = int(c["cell"])
-        rows.append(row)
-    return with_args(pd.DataFrame(rows), ordered)  # a swept argument: a column after Model
+    )
+    for m in metrics:
+        got = values[m] if m in values.columns else pd.Series(dtype=float)
+        table[f"{FINAL_COLUMNS.get(m, m)} (last epoch)"] = ids.map(got).to_numpy(float)
+    table["cell"] = ids.to_numpy()
+    return with_args(table, ordered)  # a swept argument: a column after Model
 
 
 def gap_text(cells: pd.DataFrame, curves: pd.DataFrame) -> str:
@@ -175,8 +179,8 @@ def training_section(runs: pd.DataFrame, notes: list[str]) -> Section | None:
             "not an interval)."
             + (f" No plateau within the epochs run: {missing}." if missing else "")
         )
-        if fig is not None:
-            plots.append(Plot("epochs_to_plateau", "Epochs to plateau", fig, caption))
+        if fig is not None:  # plot_if: what the figure folded is said after the caption
+            plots += plot_if("epochs_to_plateau", "Epochs to plateau", fig, caption)
         else:
             notes.append(f"epochs to plateau: no run reached one ({PLATEAU_RULE})")
     table = table.drop(columns="cell")
@@ -197,14 +201,14 @@ def _without_val_accuracy(runs: pd.DataFrame) -> tuple[list[str], list[str]]:
 
 
 def _plateau_by_cell(cells: pd.DataFrame, per_run: pd.DataFrame) -> dict[int, float]:
-    """Median plateau epoch of each curve cell, from the per-run plateaus."""
-    by_run = dict(zip(per_run["run_id"], per_run["plateau_epoch"], strict=True))
-    out = {}
-    for _, c in cells.iterrows():
-        values = [by_run.get(r, np.nan) for r in str(c["run_ids"]).split(",")]
-        finite = [v for v in values if np.isfinite(v)]
-        out[int(c["cell"])] = float(np.median(finite)) if finite else np.nan
-    return out
+    """Median plateau epoch of each curve cell, from the per-run plateaus (NaN: none)."""
+    ids = cells["run_ids"].astype(str).str.split(",")
+    runs = pd.DataFrame({"cell": cells["cell"].astype(int).repeat(ids.map(len)).to_numpy()})
+    by_run = pd.Series(per_run["plateau_epoch"].to_numpy(float), index=per_run["run_id"])
+    by_run = by_run[~by_run.index.duplicated(keep="last")]  # as a dict of the pairs would
+    runs["epoch"] = by_run.reindex([r for v in ids for r in v]).to_numpy(float)
+    median = runs[np.isfinite(runs["epoch"])].groupby("cell")["epoch"].median()
+    return {int(c): float(median.get(c, np.nan)) for c in cells["cell"]}
 
 
 def _not_reached(plateau: pd.DataFrame) -> str:
@@ -227,17 +231,22 @@ def samples_section(runs: pd.DataFrame, notes: list[str]) -> Section | None:
     names = group_names(table)
     plots, rows = [], []
     drawn = set(spaced(sorted(names)))  # at most MAX_FIGURES figures, across the whole sweep
-    for gid, g in table.groupby("group", sort=True):
-        g = g.sort_values(["gpus", "ranks", "nodes", "repeat"], kind="stable")
-        if gid not in drawn:  # not read or drawn; a run without grids is still said
-            notes.extend(
+    table = table.sort_values(["group", "gpus", "ranks", "nodes", "repeat"], kind="stable")
+    # groups not drawn are not read either; a run of theirs without grids is still said
+    listed = table.get("sample_grids", pd.Series([None] * len(table), index=table.index))
+    none = [last_grids(_files(v)).epoch is None for v in listed]
+    unsaid: dict[int, list[str]] = {}
+    for gid, rid, missing in zip(table["group"], table["run_id"], none, strict=True):
+        if missing and gid not in drawn:
+            unsaid.setdefault(int(gid), []).append(
                 f"run {rid}: no sample grid recorded (samples/*.png)"
-                for rid, files in zip(
-                    g["run_id"], g.get("sample_grids", [None] * len(g)), strict=True
-                )
-                if last_grids(_files(files)).epoch is None
             )
+    shown = dict(iter(table[table["group"].isin(drawn)].groupby("group", sort=True)))
+    for gid in sorted(set(table["group"])):
+        if gid not in drawn:
+            notes.extend(unsaid.get(int(gid), []))
             continue
+        g = shown[gid]
         axis = scale_axis(g)
         runs_panels, epochs = [], set()
         for _, run in g.iterrows():
@@ -266,6 +275,7 @@ def samples_section(runs: pd.DataFrame, notes: list[str]) -> Section | None:
         fig = sample_grids(runs_panels)
         if fig is None:
             continue
+        mine = set(g["run_id"])
         when = ", ".join(f"epoch {e}" for e in sorted(epochs))
         plots.append(
             Plot(
@@ -275,9 +285,7 @@ def samples_section(runs: pd.DataFrame, notes: list[str]) -> Section | None:
                 f"Each run's last sample grid ({when}), from a fixed noise (and text) input; "
                 + _stage_text(runs_panels)
                 + "files: "
-                + "; ".join(
-                    f"{r['Run']}: {r['Files']}" for r in rows if r["Run"] in set(g["run_id"])
-                )
+                + "; ".join(f"{r['Run']}: {r['Files']}" for r in rows if r["Run"] in mine)
                 + ".",
             )
         )
