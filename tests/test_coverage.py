@@ -17,11 +17,11 @@ import pytest
 from hpcscale.analysis.derive import derive
 from hpcscale.analysis.intervals import (
     LEVEL,
-    false_call_rate,
     log_ratio_intervals,
     median_intervals,
     median_rank,
 )
+from hpcscale.analysis.noise import false_call_rate
 
 CAMPAIGNS = 4000
 TOLERANCE = 0.03  # percentage points, as a fraction

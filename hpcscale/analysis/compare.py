@@ -20,7 +20,8 @@ from hpcscale.analysis import AXES
 from hpcscale.analysis.context import TableContext
 from hpcscale.analysis.derive import derive
 from hpcscale.analysis.frame import check_axis, normalise
-from hpcscale.analysis.intervals import interval, verdict
+from hpcscale.analysis.intervals import interval
+from hpcscale.analysis.noise import verdict
 from hpcscale.analysis.quality import cell_flags, quality_flags
 from hpcscale.core.vocab import CELL_FIELDS, KNOBS, arg_columns, cell_keys
 from hpcscale.errors import UsageError

@@ -9,15 +9,14 @@ import pandas as pd
 
 from hpcscale.analysis.intervals import (
     LEVEL,
-    false_call_rate,
     interval,
     labelled,
     median_rank,
     note,
     pct,
     repeats_needed,
-    verdict,
 )
+from hpcscale.analysis.noise import false_call_rate, verdict
 from hpcscale.analysis.tables import axis_label
 from hpcscale.core.vocab import KNOBS, arg_columns
 from hpcscale.report.labels import KNOB_PARTS, labels
