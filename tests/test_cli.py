@@ -36,10 +36,13 @@ def exe() -> str:
     return shutil.which("hpcscale", path=str(Path(sys.executable).parent)) or "hpcscale"
 
 
-def on_terminal(*args: str, columns: int, timeout: float = 300) -> str:
+def on_terminal(
+    *args: str, columns: int, timeout: float = 300, env: dict[str, str] | None = None
+) -> str:
     """`hpcscale ARGS` with stdout and stderr on a pseudo-terminal `columns` wide; its output,
     escape codes removed."""
-    env = {k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "TTY_COMPATIBLE")}
+    env = {**os.environ, **(env or {})}
+    env = {k: v for k, v in env.items() if k not in ("FORCE_COLOR", "TTY_COMPATIBLE")}
     env["COLUMNS"] = str(columns)
     proc = subprocess.run(
         ["script", "-qec", shlex.join([exe(), *args]), "/dev/null"],
@@ -138,7 +141,9 @@ def test_status_and_collect_piped_keep_ids_and_messages_whole(tmp_path: Path) ->
 @pytest.mark.skipif(not HAVE_SCRIPT, reason="needs script(1) for a pseudo-terminal")
 def test_long_render_shows_a_progress_bar_on_a_terminal_only(tmp_path: Path) -> None:
     path = big(tmp_path)
-    out = on_terminal("render", str(path), "-w", str(tmp_path / "wd"), columns=100)
+    # drawn from the start: a fast machine renders 10,200 runs within the usual 1 s delay
+    nodelay = {"HPCSCALE_PROGRESS_DELAY": "0"}
+    out = on_terminal("render", str(path), "-w", str(tmp_path / "wd"), columns=100, env=nodelay)
     assert "render big.yaml" in out and "/10200" in out  # the bar: runs done of 10,200
     assert "rendered 10200 runs of big" in out
     assert "big has 10,200 runs (more than 10,000)" in out

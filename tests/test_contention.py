@@ -189,16 +189,23 @@ def test_busy_cpus_subtracts_every_rank_of_the_run_on_the_machine() -> None:
 def test_overlapping_copy_is_flagged_and_its_superlinear_efficiency_names_the_baseline(
     quickstart_copy,
 ) -> None:
-    """The 2-rank run moved into the 1-rank run's time, and the 1-rank run 3x slower (as when
-    both shared the cores): efficiency goes above 1, and the flags say why."""
+    """The 2-rank run moved into the 1-rank run's time, and the 1-rank run slowed (as when
+    both shared the cores) enough that efficiency is 1.5 or more whatever the real runs
+    measured on this shared machine: efficiency goes above 1, and the flags say why."""
     wd = quickstart_copy()
     one, two = run_dir_of(wd, 1), run_dir_of(wd, 2)
     m1, m2 = (json.loads((d / "metrics.json").read_text()) for d in (one, two))
     shift = m1["started_unix_s"] + 5 - m2["started_unix_s"]
     m2["started_unix_s"] += shift
     m2["finished_unix_s"] += shift
-    m1["epoch_time_s"] = [t * 3 for t in m1["epoch_time_s"]]
-    m1["images_per_s"] = [x / 3 for x in m1["images_per_s"]]
+
+    def rate(m: dict) -> float:  # images of the timed epochs over their time (issue #19)
+        times = m["epoch_time_s"]
+        return m["global_batch"] * m["steps_per_epoch"] * len(times) / sum(times)
+
+    slower = max(3.0, 3.0 * rate(m1) / rate(m2))  # efficiency = slower * X_2 / (2 X_1) >= 1.5
+    m1["epoch_time_s"] = [t * slower for t in m1["epoch_time_s"]]
+    m1["images_per_s"] = [x / slower for x in m1["images_per_s"]]
     (one / "metrics.json").write_text(json.dumps(m1))
     (two / "metrics.json").write_text(json.dumps(m2))
     hpcscale("collect", "quickstart", "-w", str(wd), check=True, timeout=300)

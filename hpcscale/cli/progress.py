@@ -8,6 +8,7 @@ runs no other thread (a refresh thread's locks would be copied mid-use).
 
 from __future__ import annotations
 
+import os
 import time
 from types import TracebackType
 
@@ -24,7 +25,8 @@ from rich.progress import (
 
 from hpcscale.cli.common import err_console
 
-DELAY = 1.0  # seconds before anything is drawn
+# seconds before anything is drawn (HPCSCALE_PROGRESS_DELAY: tests that must see the bar)
+DELAY = float(os.environ.get("HPCSCALE_PROGRESS_DELAY", "1.0"))
 MIN_INTERVAL = 0.1  # seconds between refreshes the caller asks for
 
 
