@@ -29,7 +29,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 # what the build reads from the checkout (pyproject's readme, setup.py's folders, MANIFEST.in)
 BUILD_INPUTS = ("pyproject.toml", "setup.py", "MANIFEST.in", "README.md")
-BUILD_TREES = ("hpcscale", "jobs", "templates", "campaigns")
+BUILD_TREES = ("hpcscale", "jobs", "templates", "campaigns", "docs")  # MANIFEST.in grafts docs
 # variables that would put the checkout (or another run's workdir) in front of the installed one
 SCRUBBED_ENV = ("PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "HPCSCALE_WORKDIR", "VIRTUAL_ENV")
 
