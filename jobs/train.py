@@ -240,7 +240,9 @@ def main(argv: Optional[list[str]] = None) -> int:
 
         return run(cfg)
     except JobUsageError as exc:
-        print(f"train.py: error: {exc}", file=sys.stderr, flush=True)
+        # one write, newline included: ranks failing together must not glue their lines
+        sys.stderr.write(f"train.py: error: {exc}\n")
+        sys.stderr.flush()
         return 2
 
 

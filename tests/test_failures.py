@@ -117,6 +117,14 @@ SET_U = """\
 /scratch/runs/q/runs/ab12/job.sbatch: line 31: HPCSCALE_HOSTFILE: unbound variable
 """
 
+# two ranks' `print(..., file=sys.stderr)`: each writes its text, then its newline (as in CI)
+GLUED = (
+    "train.py: error: --data-dir /d/celeba: no .png files directly in it"
+    "train.py: error: --data-dir /d/celeba: no .png files directly in it\n\n"
+)
+GLUED_EXCEPTIONS = "ValueError: rank 0 cannot read shard 3ValueError: rank 1 cannot read shard 7\n"
+QUOTED = "RuntimeError: loader died: RuntimeError: shard 7 truncated\n"
+
 MPIRUN_CANNOT_START = """\
 --------------------------------------------------------------------------
 mpirun was unable to find the specified executable file, and therefore
@@ -148,11 +156,15 @@ rank 0; it may have occurred for other processes as well.
         ),
         (SET_U, SET_U.strip()),
         (MPIRUN_CANNOT_START, MPIRUN_CANNOT_START.splitlines()[1]),
+        (GLUED, "train.py: error: --data-dir /d/celeba: no .png files directly in it"),
+        (GLUED_EXCEPTIONS, "ValueError: rank 0 cannot read shard 3"),
+        (QUOTED, QUOTED.strip()),
         ("[hpcscale] epoch 1/2 time_s=3.1\n", None),
         ("", None),
     ],
     ids=["argparse", "traceback", "mpi-first-cause", "mpi-abort", "time-limit", "oom", "set-u",
-         "mpirun-cannot-start", "no-error", "empty"],
+         "mpirun-cannot-start", "glued-ranks", "glued-exceptions", "quoted-error", "no-error",
+         "empty"],
 )  # fmt: skip
 def test_reason_is_the_line_that_says_why(text: str, reason: str | None) -> None:
     assert reason_from_output(text) == reason

@@ -7,7 +7,9 @@ Pure functions over output text, so every kind of failure is tested on real-look
   argparse-style `prog: error: ...`, a shell's `command not found`;
 - under an MPI abort (Open MPI's, MPICH's or srun's closing block) the first such line instead:
   the rank that failed first said why, the others died of it, and the launcher's boilerplate says
-  nothing of the cause.
+  nothing of the cause;
+- ranks that print the same error together glue it into one line (`print` writes the text and its
+  newline apart, so two ranks give "AA\n\n"): a line is cut where its own opening recurs.
 """
 
 from __future__ import annotations
@@ -88,13 +90,27 @@ def error_lines(lines: Sequence[str]) -> list[str]:
                 continue
             in_traceback = False
             if _EXCEPTION_LINE.match(s):  # else another rank's line cut in: read it as one
-                found.append(s)
+                found.append(unglue(s))
                 continue
         if _LAUNCHER.match(s):
             continue
         if any(p.search(s) for p in (_PROG_ERROR, _PLAIN_ERROR, _SHELL, _HPCSCALE, _EXCEPTION)):
-            found.append(s)
+            found.append(unglue(s))
     return found
+
+
+def unglue(line: str) -> str:
+    """The first of several ranks' error lines written into one: cut where the line's opening
+    (up to its first ": ", e.g. "train.py: " or "ValueError: ") starts again straight after a
+    non-blank character; a message that quotes another error ("...: ValueError: ...") stays."""
+    head, sep, _ = line.partition(": ")
+    if not sep or not head:
+        return line
+    prefix = head + sep
+    cut = line.find(prefix, len(prefix))
+    while cut > 0 and line[cut - 1].isspace():
+        cut = line.find(prefix, cut + 1)
+    return line[:cut] if cut > 0 else line
 
 
 def launcher_complaint(lines: Sequence[str]) -> str | None:
