@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from hpcscale.analysis import tables
 from hpcscale.analysis.derive import derive
 from hpcscale.collect.collector import load_results
 from tests.command_fixture import campaign, run_all
@@ -183,8 +184,14 @@ def test_horovod_synthetic_program_with_timeline(tmp_path: Path, workdir: Path) 
         totals[ranks] = float(line.split(": ")[1].split(" ")[0])
         assert df.loc[ranks, "images_per_s"] == totals[ranks]
     assert df.loc[2, "comm_s"] > 0  # the user's own Horovod timeline, split
-    cells = derive(load_results("synth")).set_index("ranks")
-    assert cells.loc[2, "speedup"] == pytest.approx(totals[2] / totals[1])
+    cells = derive(load_results("synth"))
+    assert cells.set_index("ranks").loc[2, "speedup"] == pytest.approx(totals[2] / totals[1])
+    # no epoch times: the share is of the timeline's span (its own column, start-up included),
+    # by hand: the run's whole communication (per epoch x epochs) over its span
+    shares = tables.overhead_table(cells).set_index("Ranks")
+    assert shares[tables.COMM_SHARE_LABEL].isna().all()
+    by_hand = 100.0 * df.loc[2, "comm_s"] * df.loc[2, "epochs"] / df.loc[2, "span_s"]
+    assert 0 < shares.loc[2, tables.COMM_SPAN_SHARE_LABEL] == pytest.approx(by_hand)
 
 
 KERAS = """\

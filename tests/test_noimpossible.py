@@ -27,7 +27,7 @@ from hpcscale.analysis.models import fit_amdahl, fit_gustafson, fit_problem
 from hpcscale.analysis.noise import overlaps, verdict
 from hpcscale.analysis.targets import campaign_targets, parse_target
 from hpcscale.report.sections.noise import NO_INTERVAL, comparisons
-from tests.conftest import hpcscale
+from tests.conftest import REPO, hpcscale
 from tests.quickstart_fixture import run_dir_of
 
 
@@ -483,12 +483,17 @@ def test_quickstart_as_a_classifier_defaults_to_the_plateau(
 
 # -- a tiny real campaign with repeats ----------------------------------------------------------
 
-NOISE = """\
+# The own-program example (mpi4py + NumPy, figures from its hpcscale.probe lines): real runs
+# whose throughput really varies, at a second each rather than a TensorFlow start-up each.
+NOISE = f"""\
 name: noise3
 workload:
-  model: dcgan
-  epochs: 1
-  args: {image_size: 16, dataset_size: 128}
+  command: [python, mpi_numpy_logreg.py, --batch-size, "{{batch_per_rank}}", --epochs,
+            "{{epochs}}", --seed, "{{repeat}}", --samples, "4000"]
+  cwd: {REPO / "examples"}
+  metrics: mllog
+  throughput: images_per_s
+  epochs: 2
 system: local
 scaling: weak
 repeats: 3

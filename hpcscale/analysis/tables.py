@@ -40,6 +40,8 @@ EFFICIENCY_CI = f"Efficiency {pct(LEVEL)} CI (Welch t)"
 IMAGES_CI = "Images/s interval of the median (order statistics; its level)"
 OVERHEAD_LABEL = "Scaling loss (seed 000 overhead, 1/E−1) (%)"
 COMM_SHARE_LABEL = "Comm. share of epoch (measured, Horovod timeline) (%)"
+# A program without epoch times (a command workload's) has only its timeline's span to divide by.
+COMM_SPAN_SHARE_LABEL = "Comm. share of timeline span (start-up included) (%)"
 _CROSS_DEVICE = {
     "nccl": "NcclAllReduce",
     "reduce_to_one": "ReductionToOneDevice",
@@ -138,6 +140,11 @@ def overhead_table(cells: pd.DataFrame) -> pd.DataFrame:
             SPEEDUP_CI: _ci(ordered, "speedup"),
         }
     ).reset_index(drop=True)
+    # only where the epoch's share cannot be had: two definitions never share a row
+    span = ordered.get("comm_span_share", pd.Series(np.nan, ordered.index)).to_numpy(float) * 100
+    span[out[COMM_SHARE_LABEL].notna().to_numpy()] = np.nan
+    if not np.isnan(span).all():
+        out.insert(list(out.columns).index(COMM_SHARE_LABEL) + 1, COMM_SPAN_SHARE_LABEL, span)
     return with_args(out, ordered, after="Strategy")
 
 

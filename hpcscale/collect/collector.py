@@ -48,13 +48,14 @@ RESULTS_PARQUET = "results.parquet"
 RESULTS_CSV = "results.csv"
 CACHE_FILE = ".collect-cache.json"
 # Bump when a row's content changes meaning: every cached row is then read again.
-COLLECTOR_VERSION = 10  # 2: model_family, program, run.json typed; 3: campaign_version
+COLLECTOR_VERSION = 11  # 2: model_family, program, run.json typed; 3: campaign_version
 # 4: contention columns (start/end times, machines, load); 5: timeline_truncated, _coverage
 # 6: train_loss, val_loss, input_images_per_s, params, sample_grids
 # 7: every run field of a cell (epochs from run.json, launcher, ...) and args.<name> columns
 # 8: images_per_s = images of the timed epochs / their time; waits_in_comm_s
 # 9: command workloads (command, cwd; figures read from the job's output)
 # 10: figure_kind; a command's `time:` metric fills epoch_time_s
+# 11: comm_span_share (communication / timeline span, runs without steps.json)
 INPUT_FILES = ("run.json", "metrics.json", "timeline.json", "steps.json", "local.out")
 NOT_RUN = ("no metrics.json", NOT_RUN_OUTPUT)  # a run with no results yet: unfinished
 

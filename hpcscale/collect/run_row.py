@@ -214,6 +214,7 @@ def _timeline_columns(run_dir: Path, row: dict[str, Any], epochs: int, steps: in
             "outside any closed collective (never closed?): left out of the overlap"
         )
     row["span_s"] = s.span_us / 1e6
+    row["comm_span_share"] = _span_share(s, notes) if steps_file is None else NAN
     row["allreduce_bytes_per_step"] = s.allreduce_bytes / max(steps, 1)
     bw = s.bus_bandwidth_gbs()
     row["bus_bandwidth_gbs"] = NAN if bw is None else bw
@@ -228,6 +229,18 @@ def _timeline_columns(run_dir: Path, row: dict[str, Any], epochs: int, steps: in
             exact_exposed_comm_s=x.exposed_comm_s,
         )
     return notes
+
+
+def _span_share(s: TimelineSummary, notes: list[str]) -> float:
+    """Communication over the timeline's span: the only share a run without epoch times can
+    have. Collectives are unioned in time, so more than the span is a damaged timeline."""
+    if s.span_us <= 0 or s.empty:
+        return NAN
+    share = s.seconds("comm") / (s.span_us / 1e6)
+    if share > 1.0 + 1e-9:
+        notes.append(f"timeline.json: communication exceeds its span ({share:.3g}x): no share")
+        return NAN
+    return share
 
 
 def _coverage(row: dict[str, Any], s: TimelineSummary, steps: Steps | None) -> None:

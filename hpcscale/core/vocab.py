@@ -251,6 +251,13 @@ TIMELINE_TERMS = _terms(
     Term("transport_s", "float", "Transport per epoch", "s"),
     Term("allreduce_bytes_per_step", "float", "All-reduce bytes per step", "bytes"),
     Term("bus_bandwidth_gbs", "float", "Bus bandwidth", "GB/s"),
+    Term(
+        "comm_span_share",
+        "float",
+        "Communication share of the timeline span",
+        help="a run without steps.json (a program of your own): communication / the timeline's "
+        "span, first to last recorded event, start-up included (0-1)",
+    ),
 )
 # The exact view sweeps rank 0's step spans against the timeline's communication: named by what
 # it measures (on synchronous runs communication inside a step is not hidden behind compute).

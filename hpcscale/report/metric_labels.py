@@ -79,8 +79,9 @@ def relabel_figure(fig: Figure, metric: ScalingMetric) -> Figure:
 
 def relabel_section(section: Section, metric: ScalingMetric) -> Section:
     """One section with its tables, plots and text relabelled; the scaling section says what
-    the throughput column holds instead of "images per epoch / epoch time"."""
-    if metric.usual:
+    the throughput column holds instead of "images per epoch / epoch time" (a command's
+    images/s too: it is what the program printed, not hpcscale's division)."""
+    if metric.usual and not metric.command:
         return section
     text = [
         _says(metric) if p.startswith(IMAGES_TEXT) else relabel_text(p, metric)

@@ -28,6 +28,14 @@ OVERLAP_MATCH: dict[str, str] = {
 }
 
 
+def _whole_run_cells(timed: pd.DataFrame) -> int:
+    """Cells of a command workload whose timeline has no epoch to be cut by."""
+    if "command" not in timed.columns:
+        return 0
+    mine = timed["command"].notna() & (timed["command"].astype(str) != "")
+    return int((mine & timed["epoch_time_s"].isna()).sum())
+
+
 def overlap_section(cells: pd.DataFrame) -> Section | None:
     timed = sweeps.timed(cells)
     if timed.empty:
@@ -47,6 +55,14 @@ def overlap_section(cells: pd.DataFrame) -> Section | None:
             "the data): there W is their sum, as in the seed reports, an upper bound on the "
             "overlap, so Only communication is a lower bound. Where a sum exceeds C the split "
             "is left out."
+        )
+    whole = _whole_run_cells(timed)
+    if whole:
+        text.append(
+            f"{whole} cell(s) ran a program of your own that gives no epoch times: their "
+            "figures are the whole Horovod timeline (start-up included) divided by the "
+            "campaign's `epochs`, and with no epoch time T they have no computation or overlap "
+            "share; the efficiency section gives their communication share of the timeline."
         )
     if "exact_compute_s" in timed.columns and timed["exact_compute_s"].notna().any():
         text.append(

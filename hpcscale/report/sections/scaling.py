@@ -29,6 +29,20 @@ KARP_FLATT_TEXT = (
 )
 
 
+SPAN_SHARE_TEXT = (
+    "A program without epoch times (your own, with no steps.json) has no epoch to divide by: its "
+    "share is communication over the Horovod timeline's span, from its first recorded event to "
+    "its last, start-up included, in a column of its own."
+)
+
+
+def _has_span_share(cells: pd.DataFrame) -> bool:
+    if "comm_span_share" not in cells.columns:
+        return False
+    no_epoch = ~(cells["comm_s"] / cells["epoch_time_s"]).notna()
+    return bool((cells["comm_span_share"].notna() & no_epoch).any())
+
+
 def scaling_section(cells: pd.DataFrame) -> Section | None:
     if cells.empty:
         return None
@@ -117,6 +131,7 @@ def efficiency_section(cells: pd.DataFrame) -> Section | None:
         "all scaling loss, not only communication. The measured communication share beside it "
         "is communication per epoch from the Horovod timeline / epoch time (empty without a "
         "timeline).",
+        *([SPAN_SHARE_TEXT] if _has_span_share(scaled) else []),
         *([KARP_FLATT_TEXT] if _has_karp_flatt(scaled) else []),
     ]
     return Section(

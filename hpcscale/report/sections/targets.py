@@ -34,6 +34,11 @@ HOW_TO_SET = (
     "Set one in the campaign file (`targets: ['g_loss<=1.2']`) or on the command line "
     "(`hpcscale report NAME --target 'g_loss<=1.2'`, repeatable; `>=` for an accuracy)."
 )
+# Why a workload kind has no default target (analysis.targets.DEFAULT_TARGETS).
+WHY_NO_DEFAULT = {
+    "gan": "no single GAN loss falls as the model improves",
+    "unknown": "hpcscale cannot tell which of a program's figures measures its progress",
+}
 PLACEHOLDER_NOTE = (
     " The campaign marks this value a placeholder (`placeholder: true`): it stands in for a "
     "target the study did not give, so times to it are not the study's; set the real one in "
@@ -64,9 +69,12 @@ def target_section(
         )
     if found.unset and not found.specs:
         kinds = ", ".join(found.unset)
+        why = [WHY_NO_DEFAULT[k] for k in found.unset if k in WHY_NO_DEFAULT]
         text.append(
-            f"No default target for workload kind(s) {kinds}: no single GAN loss falls as the "
-            "model improves, so no time to target is shown. " + HOW_TO_SET
+            f"No default target for workload kind(s) {kinds}"
+            + (f": {'; '.join(why)}" if why else "")
+            + ", so no time to target is shown. "
+            + HOW_TO_SET
         )
     if not found.measured:
         if not text:
