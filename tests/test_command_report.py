@@ -4,7 +4,9 @@ local SLURM cluster. Expected numbers are the ones the program printed, or hand 
 
 from __future__ import annotations
 
+import json
 import re
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -160,3 +162,70 @@ def scaling_header(cdir: Path) -> str:
     """The header row of the report's scaling table."""
     md = (cdir / "report" / "index.md").read_text()
     return next(line for line in md.splitlines() if line.startswith("| Model"))
+
+
+# Fails until `fixed` exists beside it; while `hold` exists, waits (for a cancel) instead.
+LIFECYCLE = """\
+import os, sys, time
+here = os.path.dirname(os.path.abspath(__file__))
+if not os.path.exists(os.path.join(here, "fixed")):
+    sys.stderr.write("prog.py: error: not fixed yet\\n")
+    sys.exit(3)
+while os.path.exists(os.path.join(here, "hold")):
+    time.sleep(0.2)
+print("per-rank rate 25.0", flush=True)
+"""
+
+
+@pytest.mark.slurm
+def test_command_status_cancel_and_resubmit_on_slurm(
+    slurm_cluster: object, tmp_path: Path, workdir: Path
+) -> None:
+    """The ledger's verbs work on a program of the user's as on the bundled ones: its failure
+    explained in its own words, `resubmit --failed` after the fix, `cancel --where` while it
+    runs, and `resubmit --failed --state CANCELLED` to finish the campaign."""
+    from tests.test_slurm import status_rows, wait_terminal
+
+    matrix = '{nodes: [1, 2], layout: "1x1", batch: 4}'
+    body = SAMPLES.format(name="verbs", lr=1.0, system="slurm-local", matrix=matrix)
+    hpcscale("submit", str(campaign(tmp_path, body, LIFECYCLE)), check=True)
+    rows = wait_terminal("verbs", timeout=300)
+    assert [r["state"] for r in rows] == ["FAILED", "FAILED"], rows
+    assert {r["reason"] for r in rows} == {"prog.py: error: not fixed yet"}
+    (tmp_path / "fixed").touch()
+    (tmp_path / "hold").touch()
+    proc = hpcscale("resubmit", "verbs", "--failed", check=True)
+    assert "resubmitting 2 run(s)" in proc.stdout
+    deadline = time.monotonic() + 120
+    # slurm-local runs one job at a time: one holds while the other waits its turn
+    while "RUNNING" not in {r["state"] for r in status_rows("verbs")[0]}:
+        assert time.monotonic() < deadline, status_rows("verbs")
+        time.sleep(0.5)
+    said = hpcscale("cancel", "verbs", "--where", "nodes == 2", check=True)
+    assert "cancel requested for 1 run(s)" in said.stdout
+    while (state := by_nodes(status_rows("verbs")[0]))[2] != "CANCELLED":
+        assert time.monotonic() < deadline + 60, state
+        time.sleep(0.5)
+    assert state[1] in ("PENDING", "RUNNING"), state
+    (tmp_path / "hold").unlink()
+    rows = wait_terminal("verbs", timeout=120)
+    assert by_nodes(rows) == {1: "COMPLETED", 2: "CANCELLED"}
+    hpcscale("resubmit", "verbs", "--failed", "--state", "CANCELLED", check=True)
+    rows = wait_terminal("verbs", timeout=300)
+    assert by_nodes(rows, "state", "attempts") == {
+        1: ("COMPLETED", 2),
+        2: ("COMPLETED", 3),
+    }
+    hpcscale("collect", "verbs", check=True)
+    df = load_results("verbs").set_index("nodes").sort_index()
+    assert list(df["samples_per_s"]) == [25.0, 50.0]  # 25 per rank, as printed, x ranks
+
+
+def by_nodes(rows: list[dict], *fields: str) -> dict[int, object]:
+    """Status rows keyed by their run's node count (from its run.json): the state, or a tuple
+    of `fields`."""
+    out: dict[int, object] = {}
+    for r in rows:
+        nodes = json.loads((Path(r["run_dir"]) / "run.json").read_text())["nodes"]
+        out[nodes] = tuple(r[f] for f in fields) if fields else r["state"]
+    return out
