@@ -104,6 +104,31 @@ def test_reference_on_an_extracted_metric(
     assert "references: 1 of 1 passed" in proc.stdout if rc == 0 else said in proc.stderr
 
 
+@pytest.mark.parametrize(
+    ("metric", "unit", "said"),
+    [
+        ("samples_per_s", "tokens/s", "the extractor of 'samples_per_s' (workload.metrics) "
+         "declares 'samples/s'"),
+        ("samples_per_s_max", "images/s", "declares 'samples/s'"),
+        ("efficiency", "%", "which is a plain ratio"),
+        ("samples_per_s", "samples/s", None),
+    ],
+)  # fmt: skip
+def test_a_reference_unit_that_is_not_the_metrics_is_refused_by_validate(
+    tmp_path: Path, metric: str, unit: str, said: str | None
+) -> None:
+    body = SAMPLES.format(name="u", lr=1.0, system="local", matrix=LOCAL) + (
+        f"references:\n  - {{metric: {metric}, value: 1, unit: '{unit}'}}\n"
+    )
+    proc = hpcscale("validate", str(campaign(tmp_path, body)))
+    if said is None:
+        assert proc.returncode == 0, proc.stderr
+        return
+    assert proc.returncode == 2, proc.stdout
+    assert "c.yaml:12 " in proc.stderr and "references[0].unit" in proc.stderr, proc.stderr
+    assert said in " ".join(proc.stderr.split()), proc.stderr
+
+
 TIME = """\
 name: strong
 workload:

@@ -167,9 +167,8 @@ def _check_one(derived: pd.DataFrame, ref: Reference) -> list[ReferenceResult]:
     if ref.metric not in derived.columns:
         known = ", ".join(sorted(c for c in METRIC_UNITS if c in derived.columns))
         return [_fail(ref, f"{name}: unknown metric {ref.metric!r}; known: {known}")]
-    unit_problem = _unit_problem(ref)
-    if unit_problem:
-        return [_fail(ref, f"{name}: {unit_problem}")]
+    if problem := unit_problem(ref):
+        return [_fail(ref, f"{name}: {problem}")]
     mask = pd.Series(True, index=derived.index)
     for key, wanted in ref.where.items():
         if key not in derived.columns:
@@ -213,15 +212,38 @@ def _fail(ref: Reference, message: str, cell: dict[str, Any] | None = None) -> R
     return ReferenceResult(ref, None, False, msg, cell or {})
 
 
-def _unit_problem(ref: Reference) -> str | None:
-    if not ref.unit or ref.metric not in METRIC_UNITS:
+def unit_problem(ref: Reference, declared: Mapping[str, str] | None = None) -> str | None:
+    """A reference's `unit:` that is not its metric's: hpcscale's own metrics (METRIC_UNITS),
+    or the unit a command's extractor declares (`declared`: name -> unit)."""
+    if not ref.unit:
         return None
-    given = _UNIT_ALIASES.get(ref.unit.strip().lower())
-    expected = METRIC_UNITS[ref.metric]
-    if given != expected:
-        shown = "a plain ratio" if expected == "1" else expected
-        return f"unit {ref.unit!r} does not match the metric, which is {shown}"
+    if ref.metric in METRIC_UNITS:
+        expected = METRIC_UNITS[ref.metric]
+        if _canonical(ref.unit) != expected:
+            shown = "a plain ratio" if expected == "1" else expected
+            return f"unit {ref.unit!r} does not match the metric, which is {shown}"
+        return None
+    base = _base(ref.metric)
+    unit = (declared or {}).get(base)
+    if unit is not None and _canonical(ref.unit) != _canonical(unit):
+        return (
+            f"unit {ref.unit!r} does not match the metric: the extractor of {base!r} "
+            f"(workload.metrics) declares {unit!r}"
+        )
     return None
+
+
+def _canonical(unit: str) -> str:
+    u = unit.strip()
+    return _UNIT_ALIASES.get(u.lower(), u)
+
+
+def _base(metric: str) -> str:
+    """`samples_per_s_min` -> `samples_per_s`: a spread has its metric's unit."""
+    for suffix in ("_min", "_max"):
+        if metric.endswith(suffix):
+            return metric[: -len(suffix)]
+    return metric
 
 
 def swept_args(cells: pd.DataFrame) -> list[str]:

@@ -16,6 +16,7 @@ from hpcscale.core.command import (
     arg_names,
     check_command,
     command_metrics,
+    command_units,
 )
 from hpcscale.core.system import SetupLine, System, load_system, sbatch_options_safe, sbatch_safe
 from hpcscale.core.validation import did_you_mean, validate
@@ -364,6 +365,8 @@ def check_references(c: Campaign, src: Source) -> None:
     `report --check` after the runs: refuse it now."""
     if not c.references:
         return
+    from hpcscale.analysis.references import unit_problem
+
     metrics = reference_metrics(command_metrics(c.workload))
     for i, ref in enumerate(c.references):
         if ref.metric not in metrics:
@@ -373,6 +376,8 @@ def check_references(c: Campaign, src: Source) -> None:
                 f"metrics: {', '.join(sorted(m for m in metrics if not m.endswith(_SPREAD)))} "
                 "(and <metric>_min, <metric>_max)",
             )
+        if problem := unit_problem(ref, command_units(c.workload)):
+            raise src.error(("references", i, "unit"), problem)
         # the workload arguments the campaign sets: each is a column `args.<name>` of the results
         known = (*REFERENCE_KEYS, *_set_args(c))
         for key in ref.where:

@@ -294,6 +294,17 @@ def command_metrics(workload: Any) -> list[str]:
     return [e.name for e in extractors if e.reduce != "series"]
 
 
+def command_units(workload: Any) -> dict[str, str]:
+    """The unit each extractor of a command workload declares (the ones that declare one)."""
+    if workload.command is None:
+        return {}
+    try:
+        extractors, _ = reading_of(workload.metrics)
+    except ValueError:
+        return {}
+    return {e.name: e.unit for e in extractors if e.unit}
+
+
 def all_axes(c: Any) -> dict[str, Any]:
     """Every axis of a campaign's matrix (a core.campaign.Campaign), zip groups included."""
     return {**c.axes(), **{a: v for group in c.matrix.zip for a, v in group.items()}}
