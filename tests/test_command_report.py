@@ -89,6 +89,30 @@ def test_compare_two_command_campaigns(two_campaigns: dict, tmp_path: Path) -> N
     assert f"a: {HEADER}" in md and f"b: {HEADER}" in md and "a: Images/s" not in md
 
 
+def test_compare_of_unlike_scaling_metrics_leaves_their_difference_out(
+    two_campaigns: dict, tmp_path: Path
+) -> None:
+    """c prints half a's rate (lr 0.5) but calls it tokens/s: a -50 % that is no regression of
+    a's samples/s, since it is another quantity; speedup and efficiency (ratios) still compare."""
+    wd = two_campaigns["a"].parent.parent / "runs"
+    body = SAMPLES.format(name="c", lr=0.5, system="local", matrix=LOCAL)
+    body = body.replace("samples_per_s", "tokens_per_s").replace("samples/s", "tokens/s")
+    (tmp_path / "c").mkdir()
+    path = campaign(tmp_path / "c", body)
+    hpcscale("submit", str(path), "--backend", "local", "-w", str(wd), check=True)
+    hpcscale("collect", str(path), "-w", str(wd), check=True)
+    proc = hpcscale("compare", "a", "c", "-w", str(wd), "-o", str(tmp_path / "out"), "--check")
+    assert proc.returncode == 0, proc.stdout + proc.stderr  # no regression: nothing compared
+    md = " ".join((tmp_path / "out" / "index.md").read_text().split())
+    said = "not comparable (a: samples_per_s (samples/s), c: tokens_per_s (tokens/s))"
+    assert md.count(said) == 4, md  # the throughput at 1 and 2 ranks: listed, and in the table
+    assert "| a: samples_per_s (samples/s) |" in md and "| c: tokens_per_s (tokens/s) |" in md
+    assert "-50.0%" not in proc.stdout and "0 regression(s)" in proc.stdout, proc.stdout
+    title = "Scaling metric (a: samples_per_s (samples/s), c: tokens_per_s (tokens/s)) on ranks"
+    assert title in proc.stdout, proc.stdout
+    assert "its differences are left out" in md
+
+
 @pytest.mark.parametrize(("value", "rc"), [(50.0, 0), (80.0, 1)])
 def test_reference_on_an_extracted_metric(
     two_campaigns: dict, tmp_path: Path, value: float, rc: int

@@ -6,9 +6,10 @@ when nothing was compared."""
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
@@ -19,8 +20,6 @@ from hpcscale.cli.tables import Col, Grid
 from hpcscale.errors import HpcscaleError
 
 if TYPE_CHECKING:
-    import pandas as pd
-
     from hpcscale.report.compare import CompareResult
 
 
@@ -139,25 +138,29 @@ def _summary(result: CompareResult) -> Grid:
     base = a[a["campaign"] == result.baseline].set_index("row").sort_index()
     later = result.campaigns[1:]
     table = Grid(
-        f"{metric.heading} on {result.axis}, against {result.baseline}",
+        f"{result.metric_heading} on {result.axis}, against {result.baseline}",
         [
             Col("Cell", key=True),
             *(Col(n, right=True) for n in result.campaigns),
             *(Col(f"{n} vs baseline", right=True) for n in later),
         ],
     )
+    # each (row, campaign)'s first value and change, looked up: filtering the tables once per
+    # row and campaign took seconds for a sweep's hundreds of rows
+    values: dict[tuple[Any, str], float] = {}
+    for key in zip(a["row"], a["campaign"], a[metric.column], strict=True):
+        values.setdefault(key[:2], float(key[2]))
     d = result.differences
+    hits: dict[tuple[Any, str], dict[str, Any]] = {}
+    for r in d[d["metric"] == metric.column].to_dict("records") if len(d) else []:
+        hits.setdefault((r["row"], r["campaign"]), r)
     for row, b in base.iterrows():
-        values = [cell(float(a[(a["row"] == row) & (a["campaign"] == n)][metric.column].iloc[0]))
-                  for n in result.campaigns]  # fmt: skip
-        changes = []
-        for n in later:
-            hit = d[(d["row"] == row) & (d["campaign"] == n) & (d["metric"] == metric.column)]
-            changes.append(_change(hit.iloc[0]) if len(hit) else "–")
-        table.add_row(str(b["cell"]), *values, *changes)
+        shown = [cell(values.get((row, n), math.nan)) for n in result.campaigns]
+        changes = [_change(hits[(row, n)]) if (row, n) in hits else "–" for n in later]
+        table.add_row(str(b["cell"]), *shown, *changes)
     return table
 
 
-def _change(d: pd.Series) -> str:
+def _change(d: Mapping[str, Any]) -> str:
     change = float(d["change"])
     return "–" if math.isnan(change) else f"{change:+.1%} ({d['noise']})"

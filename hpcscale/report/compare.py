@@ -34,7 +34,12 @@ from hpcscale.report.data import (
     table_and_context,
 )
 from hpcscale.report.figures.compare import HEADINGS, overlay
-from hpcscale.report.metric_labels import relabel_section, shared_metric
+from hpcscale.report.metric_labels import (
+    relabel_each,
+    relabel_section,
+    shared_metric,
+    unlike_metrics,
+)
 from hpcscale.report.model import CampaignReport, Section, Table, plot_if
 from hpcscale.report.sections.noise import method_text
 from hpcscale.report.sections.quality import NONE_TEXT, quality_section
@@ -57,6 +62,18 @@ class CompareResult:
     paths: list[Path] = field(default_factory=list)
     allow_missing: bool = False  # lost cells do not fail `passed` (zero comparisons still do)
     metric: ScalingMetric = field(default_factory=ScalingMetric)  # what the throughput holds
+    metrics: dict[str, ScalingMetric] = field(default_factory=dict)  # each campaign's own
+
+    @property
+    def metric_heading(self) -> str:
+        """The scaling metric's heading, or each campaign's when they differ."""
+        if len(set(self.metrics.values())) > 1:
+            return (
+                "Scaling metric ("
+                + ", ".join(f"{n}: {m.heading}" for n, m in self.metrics.items())
+                + ")"
+            )
+        return self.metric.heading
 
     @property
     def baseline(self) -> str:
@@ -113,9 +130,10 @@ def compare_campaigns(
     runs = {n: r for n, (r, _) in loaded.items()}
     ctxs = {n: ctx for n, (_, ctx) in loaded.items()}
     axis = cmp.shared_axis(runs, on, ctxs)
-    cells = {n: cmp.campaign_cells(r, axis, ctxs[n]) for n, r in runs.items()}
+    flags = {n: quality_flags(r, ctxs[n]) for n, r in runs.items()}  # once: cells and quality
+    cells = {n: cmp.campaign_cells(r, axis, ctxs[n], flags[n]) for n, r in runs.items()}
     aligned, keys = cmp.align(cells, axis)
-    diffs = cmp.differences(aligned, names[0], tolerance)
+    diffs = unlike_metrics(cmp.differences(aligned, names[0], tolerance), ctxs, names[0])
     found = cmp.regressions(diffs, names[0], tolerance)
     name = re.sub(r"[^A-Za-z0-9_.-]+", "-", "-vs-".join(names))[:120]
     metric, apart = shared_metric(ctxs)
@@ -123,11 +141,12 @@ def compare_campaigns(
         campaigns_section(names, sources, runs, cells, axis, keys),
         aligned_section(aligned, names, axis, keys),
         differences_section(diffs, names[0], tolerance, found, interval_note(aligned, cmp.METRICS)),
-        _quality(runs, ctxs),
+        _quality(runs, ctxs, flags),
     ]
     sections = [relabel_section(s, metric) for s in sections]
     if apart:
         sections[0].text.append(apart)
+        sections[1] = relabel_each(sections[1], ctxs)
     description = (
         f"{', '.join(names[1:])} against {names[0]} (the baseline), aligned on "
         f"{AXIS_LABELS.get(axis, axis).lower()}."
@@ -152,6 +171,7 @@ def compare_campaigns(
         written.paths,
         allow_missing,
         metric,
+        {n: ctx.metric for n, ctx in ctxs.items()},
     )
 
 
@@ -361,11 +381,11 @@ def _verdict(d: pd.Series) -> str:
     return str(d["noise"])
 
 
-def _quality(runs: dict[str, pd.DataFrame], ctxs: dict[str, TableContext]) -> Section:
-    """Every campaign's Data quality rows, with the campaign named."""
+def _quality(runs: dict[str, pd.DataFrame], ctxs: dict[str, TableContext], flags: dict) -> Section:
+    """Every campaign's Data quality rows, with the campaign named (`flags`: each one's)."""
     frames = []
     for n, r in runs.items():
-        sec = quality_section(r, quality_flags(r, ctxs[n]), ctxs[n])
+        sec = quality_section(r, flags[n], ctxs[n])
         for t in sec.tables:
             frames.append(t.frame.assign(Campaign=n)[["Campaign", *t.frame.columns]])
     if not frames:

@@ -129,6 +129,43 @@ def shared_metric(ctxs: Mapping[str, TableContext]) -> tuple[ScalingMetric, str]
         return next(iter(metrics.values())), ""
     said = "; ".join(f"{n}: {m.heading}" for n, m in metrics.items())
     return ScalingMetric(), (
-        f"The campaigns' scaling metrics differ ({said}): their throughput and time columns "
-        "do not hold the same quantity, so their differences compare unlike figures."
+        f"The campaigns' scaling metrics differ ({said}): the column that holds each one is "
+        "not the same quantity across them, so its differences are left out (not comparable)."
     )
+
+
+def unlike_metrics(
+    diffs: pd.DataFrame, ctxs: Mapping[str, TableContext], baseline: str
+) -> pd.DataFrame:
+    """Differences between a column that holds one campaign's own figure and the same column of
+    another that holds another figure (samples/s against images/s, a `time:` metric against an
+    epoch time): marked not comparable, so no change is a verdict or a regression."""
+    if diffs.empty:
+        return diffs
+    base = ctxs[baseline].metric
+    out = diffs.copy()
+    for name, ctx in ctxs.items():
+        if name == baseline or ctx.metric == base:
+            continue
+        cols = {m.column for m in (base, ctx.metric) if not m.usual}
+        hit = (out["campaign"] == name) & out["metric"].isin(cols)
+        why = f"not comparable ({baseline}: {base.heading}, {name}: {ctx.metric.heading})"
+        out.loc[hit, "noise"] = why
+        out.loc[hit, "change"] = float("nan")  # no change between two different quantities
+        out.loc[hit, "better"] = None
+        out.loc[hit, "regressed"] = False
+    return out
+
+
+def relabel_each(section: Section, ctxs: Mapping[str, TableContext]) -> Section:
+    """Columns headed `<campaign>: <usual heading>` relabelled by that campaign's own metric
+    (when the campaigns' metrics differ, each side-by-side column says what it holds)."""
+    tables = []
+    for t in section.tables:
+        names = {}
+        for c in t.frame.columns:
+            camp, sep, rest = str(c).partition(": ")
+            if sep and camp in ctxs and not ctxs[camp].metric.usual:
+                names[c] = f"{camp}: {relabel_text(rest, ctxs[camp].metric)}"
+        tables.append(replace(t, frame=t.frame.rename(columns=names)) if names else t)
+    return replace(section, tables=tables)
