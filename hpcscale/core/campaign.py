@@ -19,6 +19,7 @@ from hpcscale.core.command import (
     command_units,
 )
 from hpcscale.core.system import SetupLine, System, load_system, sbatch_options_safe, sbatch_safe
+from hpcscale.core.units import unit_problem
 from hpcscale.core.validation import did_you_mean, validate
 from hpcscale.core.vocab import (
     ARGS_PREFIX,
@@ -365,8 +366,6 @@ def check_references(c: Campaign, src: Source) -> None:
     `report --check` after the runs: refuse it now."""
     if not c.references:
         return
-    from hpcscale.analysis.references import unit_problem
-
     metrics = reference_metrics(command_metrics(c.workload))
     for i, ref in enumerate(c.references):
         if ref.metric not in metrics:

@@ -25,6 +25,7 @@ from hpcscale.analysis.tables import AXIS_LABELS
 from hpcscale.core.paths import workdir as resolve_workdir
 from hpcscale.core.vocab import arg_columns, term
 from hpcscale.errors import UsageError
+from hpcscale.report import metric_labels as labels_of
 from hpcscale.report.build import write
 from hpcscale.report.data import (
     CampaignSource,
@@ -34,12 +35,6 @@ from hpcscale.report.data import (
     table_and_context,
 )
 from hpcscale.report.figures.compare import HEADINGS, overlay
-from hpcscale.report.metric_labels import (
-    relabel_each,
-    relabel_section,
-    shared_metric,
-    unlike_metrics,
-)
 from hpcscale.report.model import CampaignReport, Section, Table, plot_if
 from hpcscale.report.sections.noise import method_text
 from hpcscale.report.sections.quality import NONE_TEXT, quality_section
@@ -66,14 +61,7 @@ class CompareResult:
 
     @property
     def metric_heading(self) -> str:
-        """The scaling metric's heading, or each campaign's when they differ."""
-        if len(set(self.metrics.values())) > 1:
-            return (
-                "Scaling metric ("
-                + ", ".join(f"{n}: {m.heading}" for n, m in self.metrics.items())
-                + ")"
-            )
-        return self.metric.heading
+        return labels_of.metrics_heading(self.metrics, self.metric)
 
     @property
     def baseline(self) -> str:
@@ -133,20 +121,20 @@ def compare_campaigns(
     flags = {n: quality_flags(r, ctxs[n]) for n, r in runs.items()}  # once: cells and quality
     cells = {n: cmp.campaign_cells(r, axis, ctxs[n], flags[n]) for n, r in runs.items()}
     aligned, keys = cmp.align(cells, axis)
-    diffs = unlike_metrics(cmp.differences(aligned, names[0], tolerance), ctxs, names[0])
+    diffs = labels_of.unlike_metrics(cmp.differences(aligned, names[0], tolerance), ctxs, names[0])
     found = cmp.regressions(diffs, names[0], tolerance)
     name = re.sub(r"[^A-Za-z0-9_.-]+", "-", "-vs-".join(names))[:120]
-    metric, apart = shared_metric(ctxs)
+    metric, apart = labels_of.shared_metric(ctxs)
     sections = [
         campaigns_section(names, sources, runs, cells, axis, keys),
         aligned_section(aligned, names, axis, keys),
         differences_section(diffs, names[0], tolerance, found, interval_note(aligned, cmp.METRICS)),
         _quality(runs, ctxs, flags),
     ]
-    sections = [relabel_section(s, metric) for s in sections]
+    sections = [labels_of.relabel_section(s, metric) for s in sections]
     if apart:
         sections[0].text.append(apart)
-        sections[1] = relabel_each(sections[1], ctxs)
+        sections[1] = labels_of.relabel_each(sections[1], ctxs)
     description = (
         f"{', '.join(names[1:])} against {names[0]} (the baseline), aligned on "
         f"{AXIS_LABELS.get(axis, axis).lower()}."

@@ -169,3 +169,10 @@ def relabel_each(section: Section, ctxs: Mapping[str, TableContext]) -> Section:
                 names[c] = f"{camp}: {relabel_text(rest, ctxs[camp].metric)}"
         tables.append(replace(t, frame=t.frame.rename(columns=names)) if names else t)
     return replace(section, tables=tables)
+
+
+def metrics_heading(metrics: Mapping[str, ScalingMetric], shared: ScalingMetric) -> str:
+    """The scaling metric's heading, or each campaign's when they differ."""
+    if len(set(metrics.values())) > 1:
+        return f"Scaling metric ({', '.join(f'{n}: {m.heading}' for n, m in metrics.items())})"
+    return shared.heading
