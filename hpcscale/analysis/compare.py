@@ -22,7 +22,7 @@ from hpcscale.analysis.derive import derive
 from hpcscale.analysis.frame import check_axis, normalise
 from hpcscale.analysis.intervals import interval
 from hpcscale.analysis.noise import verdict
-from hpcscale.analysis.quality import cell_flags, quality_flags
+from hpcscale.analysis.quality import Flag, cell_flags, quality_flags
 from hpcscale.core.vocab import CELL_FIELDS, KNOBS, arg_columns, cell_keys
 from hpcscale.errors import UsageError
 
@@ -118,9 +118,11 @@ def shared_axis(
     return common[0]
 
 
-def campaign_cells(runs: pd.DataFrame, axis: str, ctx: TableContext | None = None) -> pd.DataFrame:
-    """A campaign's derived cells on `axis` with their `flags`, plus one row (NaN metrics, its
-    flags) per cell the campaign planned (`ctx.planned`) that has no result at all."""
+def campaign_cells(
+    runs: pd.DataFrame, axis: str, ctx: TableContext | None = None, flags: list[Flag] | None = None
+) -> pd.DataFrame:
+    """A campaign's derived cells on `axis` with their `flags` (`quality_flags`: given once per
+    caller), plus a row (NaN metrics, its flags) per planned cell (`ctx.planned`) with no result."""
     ctx = ctx or TableContext()
     plan = ctx.planned_frame
     cells = derive(runs, axis, planned=plan)
@@ -128,7 +130,7 @@ def campaign_cells(runs: pd.DataFrame, axis: str, ctx: TableContext | None = Non
         if f not in cells.columns and {f, "run_id"} <= set(runs.columns) and len(cells):
             per_run = dict(zip(runs["run_id"].astype(str), runs[f], strict=True))
             cells[f] = [_median(per_run.get(str(i)) for i in ids) for ids in cells["run_ids"]]
-    flags = quality_flags(runs, ctx)
+    flags = quality_flags(runs, ctx) if flags is None else flags
     cells["flags"] = cell_flags(cells, flags)
     if plan is None:
         return cells
