@@ -29,7 +29,8 @@ from hpcscale.report.data import (
 )
 from hpcscale.report.export import ParquetUnavailable, csv_bytes, parquet_bytes
 from hpcscale.report.failures import any_failed, failures_report, unfinished_runs
-from hpcscale.report.figures import png_bytes
+from hpcscale.report.figures.render import figure_pngs
+from hpcscale.report.fmt import shared_display
 from hpcscale.report.model import CampaignReport, Section, Table
 from hpcscale.report.sections import campaign_report
 from hpcscale.report.sections.scaling import system_max_nodes
@@ -137,23 +138,23 @@ def write(
         if len(reports) == 1
         else f"Scaling report: {len(reports)} campaigns"
     )
+    plots = []
     for rep in reports:
         if empty:
             rep.notes.append("campaigns with no finished run: " + ", ".join(empty))
         for sec in rep.sections:
             for plot in sec.plots:
-                plot.png = png_bytes(plot.figure)
                 plot.file = f"figures/{rep.name}-{plot.key}.png"
+                plots.append(plot)
+    if {"md", "html"} & set(formats):  # only they show figures
+        # a figure drawn from the same content as the file it replaces is not drawn again
+        pngs = figure_pngs([p.figure for p in plots], [out_dir / p.file for p in plots])
+        for plot, png in zip(plots, pngs, strict=True):
+            plot.png = png
     files: dict[Path, bytes] = {}
     problems: list[str] = []
-    if "md" in formats:
-        files[out_dir / "index.md"] = markdown.render(reports, title, stamp).encode("utf-8")
-        for rep in reports:
-            for sec in rep.sections:
-                for plot in sec.plots:
-                    files[out_dir / plot.file] = plot.png
-    if "html" in formats:
-        files[out_dir / "index.html"] = html.render(reports, title, stamp).encode("utf-8")
+    with shared_display():  # Markdown and HTML show the same tables: formatted once
+        files.update(_documents(reports, out_dir, formats, title, stamp))
     for rep in reports:
         frames = data_frames(rep)
         if "csv" in formats:
@@ -170,6 +171,22 @@ def write(
     for path, data in files.items():
         atomic_write(path, data)
     return BuildResult(list(files), list(reports), problems, list(empty))
+
+
+def _documents(
+    reports: Sequence[CampaignReport], out_dir: Path, formats: Sequence[str], title: str, stamp: str
+) -> dict[Path, bytes]:
+    """index.md with its figures' files, and index.html, as `formats` ask."""
+    files: dict[Path, bytes] = {}
+    if "md" in formats:
+        files[out_dir / "index.md"] = markdown.render(reports, title, stamp).encode("utf-8")
+        for rep in reports:
+            for sec in rep.sections:
+                for plot in sec.plots:
+                    files[out_dir / plot.file] = plot.png
+    if "html" in formats:
+        files[out_dir / "index.html"] = html.render(reports, title, stamp).encode("utf-8")
+    return files
 
 
 def data_frames(rep: CampaignReport) -> dict[str, pd.DataFrame]:

@@ -3,46 +3,90 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from numbers import Integral, Real
 from typing import Any
 
 import pandas as pd
 
 MISSING = "–"
+# frames already shown (id -> (frame, shown)) while `shared_display` is on: Markdown and HTML
+# show the same tables, and a sweep's tables hold hundreds of thousands of cells
+_SHOWN: ContextVar[dict[tuple[int, bool], tuple[pd.DataFrame, pd.DataFrame]] | None] = ContextVar(
+    "shown", default=None
+)
 
 
 def cell(value: Any) -> str:
     """Integers plain (thousands separated from 10 000), floats to a precision that suits their
     size, NaN/None as an en dash so empty cells are visibly empty, not zero."""
+    kind = type(value)  # the exact types a frame's tolist() gives first: no ABC checks for them
+    if kind is float:
+        return _real(value)
+    if kind is str:
+        return value
+    if kind is int:
+        return _integer(value)
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return MISSING
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, Integral):
-        return f"{int(value):,}" if abs(int(value)) >= 10_000 else str(int(value))
+        return _integer(int(value))
     if isinstance(value, Real):
-        v = float(value)
-        if math.isinf(v):
-            return "∞" if v > 0 else "-∞"
-        if v.is_integer() and abs(v) < 1e15:
-            return f"{int(v):,}" if abs(v) >= 10_000 else str(int(v))
-        a = abs(v)
-        if a >= 10_000:
-            return f"{v:,.0f}"
-        if a >= 100:
-            return f"{v:.1f}"
-        if a >= 1:
-            return f"{v:.2f}"
-        return f"{v:.3g}"
+        return _real(float(value))
     return str(value)
+
+
+def _integer(v: int) -> str:
+    return f"{v:,}" if abs(v) >= 10_000 else str(v)
+
+
+def _real(v: float) -> str:
+    if math.isnan(v):
+        return MISSING
+    if math.isinf(v):
+        return "∞" if v > 0 else "-∞"
+    if v.is_integer() and abs(v) < 1e15:
+        return _integer(int(v))
+    a = abs(v)
+    if a >= 10_000:
+        return f"{v:,.0f}"
+    if a >= 100:
+        return f"{v:.1f}"
+    if a >= 1:
+        return f"{v:.2f}"
+    return f"{v:.3g}"
 
 
 def display(frame: pd.DataFrame, drop_empty: bool = True) -> pd.DataFrame:
     """Every cell as a string (column names kept); columns with no value at all are dropped,
-    since a column of dashes says nothing (e.g. efficiency in a campaign that does not scale)."""
+    since a column of dashes says nothing (e.g. efficiency in a campaign that does not scale).
+    Inside `shared_display` a frame is formatted once (the result is shared: do not modify)."""
+    memo = _SHOWN.get()
+    key = (id(frame), drop_empty)
+    if memo is not None and key in memo and memo[key][0] is frame:
+        return memo[key][1]
+    source = frame
     if drop_empty and len(frame):
         frame = frame.loc[:, frame.notna().any(axis=0)]
     out = pd.DataFrame(index=frame.index)
     for col in frame.columns:
         out[col] = [cell(v) for v in frame[col].tolist()]
-    return out.reset_index(drop=True)
+    out = out.reset_index(drop=True)
+    if memo is not None:
+        memo[key] = (source, out)
+    return out
+
+
+@contextmanager
+def shared_display() -> Iterator[None]:
+    """Format each table once while writing several formats of one report (its frames must not
+    change meanwhile)."""
+    token = _SHOWN.set({})
+    try:
+        yield
+    finally:
+        _SHOWN.reset(token)

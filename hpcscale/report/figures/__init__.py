@@ -8,7 +8,8 @@ Modules: style (what every figure shares), scaling (throughput, efficiency, extr
 communication (overlap bars, fusion heat map), batch (batch-size curves,
 speedup and time per iteration against the batch), targets (time to target), training
 (learning curves, epochs to plateau), samples (the GANs' sample grids: the one module
-that reads files, the PNGs the jobs wrote), compare (`hpcscale compare`'s overlay).
+that reads files, the PNGs the jobs wrote), compare (`hpcscale compare`'s overlay), render (the
+report's PNGs: drawn only when their content changed, on every core).
 """
 
 from __future__ import annotations
