@@ -37,7 +37,7 @@ jobs: $(PY) system-packages ## TensorFlow 2.15.1 (CPU), Horovod 0.28.1 built aga
 	@$(PY) -c "import mpi4py" 2>/dev/null || $(PIP) install -q mpi4py
 
 test: setup ## the whole suite: unit, real mpirun, real Horovod, real local SLURM, the report in headless Chromium
-	HPCSCALE_REQUIRE_BROWSER=1 HPCSCALE_REQUIRE_SLURM=1 $(PY) -m pytest --durations=15 $(PYTEST_ARGS)  # setup installed Chromium and SLURM: missing is a failure
+	HPCSCALE_REQUIRE_BROWSER=1 HPCSCALE_REQUIRE_SLURM=1 $(PY) -m pytest --durations=40 $(PYTEST_ARGS)  # setup installed Chromium and SLURM: missing is a failure
 
 lint: core
 	$(VENV)/bin/ruff check hpcscale jobs tests bench examples
