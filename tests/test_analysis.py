@@ -1255,3 +1255,27 @@ def test_malformed_reference_items_are_usage_errors() -> None:
         assert bounds(ref) == (pytest.approx(-12.0), pytest.approx(-9.0))
     ref = Reference(metric="speedup", where={"nodes": 8}, value=4, lower=0.5)
     assert parse_reference(ref) is ref and bounds(ref) == (2.0, math.inf)
+
+
+def test_a_strong_group_keeps_one_speedup_definition() -> None:
+    """Strong scaling is judged on time; a group that has no time at all (a command printing
+    only its throughput) on throughput. A group with times never mixes the two: its cell
+    without a time gets no speedup rather than a throughput ratio (3.9 here, against 10/6)."""
+    from hpcscale.analysis.scaling import add_scaling_metrics
+
+    cells = pd.DataFrame(
+        {
+            "scaling": ["strong"] * 5,
+            "group": [0, 0, 0, 1, 1],
+            "scale": [1, 2, 4, 1, 2],
+            "base_epoch_time_s": [10.0, 10.0, 10.0, np.nan, np.nan],
+            "epoch_time_s": [10.0, 6.0, np.nan, np.nan, np.nan],
+            "base_images_per_s": [1.0, 1.0, 1.0, 5.0, 5.0],
+            "images_per_s": [1.0, 1.6, 3.9, 5.0, 9.0],
+        }
+    )
+    out = add_scaling_metrics(cells)
+    assert out["speedup"].tolist()[:2] == [1.0, pytest.approx(10 / 6)]
+    assert math.isnan(out["speedup"][2]) and math.isnan(out["efficiency"][2])
+    assert out["speedup"].tolist()[3:] == [1.0, pytest.approx(9 / 5)]
+    assert out["efficiency"][4] == pytest.approx(9 / 5 / 2)

@@ -247,6 +247,8 @@ def test_every_make_target_shown_exists() -> None:
         for target in args
         if not target.startswith("-") and "=" not in target and target not in MAKE_TARGETS
     ]
+    seen = sum(1 for _, line in shown_commands() for _ in commands(line, "make"))
+    assert seen >= 2, f"only {seen} make commands found in the docs: is the parser broken?"
     assert not problems, "\n".join(problems)
 
 
@@ -273,10 +275,11 @@ def anchors(path: Path) -> set[str]:
 
 
 def test_links_between_the_docs_resolve() -> None:
-    problems = []
+    problems, seen = [], 0
     for path in DOCS:
         for line in prose_lines(path):
             for target in LINK.findall(line):
+                seen += 1
                 if re.match(r"^[a-z]+:", target):
                     continue  # http:, mailto:: not ours to check offline
                 file, _, anchor = target.partition("#")
@@ -285,6 +288,7 @@ def test_links_between_the_docs_resolve() -> None:
                     problems.append(f"{path.relative_to(ROOT)}: {target}: no such file")
                 elif anchor and dest.suffix == ".md" and anchor not in anchors(dest):
                     problems.append(f"{path.relative_to(ROOT)}: {target}: no such heading")
+    assert seen > 10, f"only {seen} links found in the docs: is the parser broken?"
     assert not problems, "\n".join(problems)
 
 

@@ -145,6 +145,29 @@ def test_mllog_without_samples_gives_no_throughput_and_says_so() -> None:
     assert any("[1]" in n for n in run.notes)
 
 
+@pytest.mark.parametrize(("stop", "said"), [(True, False), (False, True)])
+def test_a_command_run_whose_log_never_stopped_says_so(
+    tmp_path: Path, stop: bool, said: bool
+) -> None:
+    """A command's output exists from its first line: a run killed (or still running) after
+    one epoch gives figures from that epoch, which the row's notes must say."""
+    from hpcscale.collect.readers.command_row import _mllog_columns
+
+    lines = [
+        _mllog(0, "INTERVAL_START", "run_start"),
+        _mllog(0, "INTERVAL_START", "epoch_start", epoch_num=0),
+        _mllog(500, "INTERVAL_END", "epoch_stop", epoch_num=0, samples_count=100),
+    ]
+    if stop:
+        lines.append(_mllog(600, "INTERVAL_END", "run_stop", status="success"))
+    out = tmp_path / "local.out"
+    out.write_text("\n".join(lines) + "\n")
+    row: dict = {}
+    notes = _mllog_columns(out, row, {})
+    assert row["images_per_s"] == pytest.approx(200.0)  # 100 images in 0.5 s
+    assert any("no MLLOG run_stop" in n for n in notes) is said
+
+
 PROBE_SCRIPT = textwrap.dedent(
     """
     import sys, time

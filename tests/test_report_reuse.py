@@ -134,8 +134,14 @@ def test_digests_agree_across_processes() -> None:
         "for p in s.plots))"
     )
     repo = Path(__file__).resolve().parents[1]
+    seed = str(int(os.environ.get("PYTHONHASHSEED", "0") or "0") + 1)  # not this one's
     theirs = subprocess.run(
-        [sys.executable, "-c", code], cwd=repo, capture_output=True, text=True, check=True
+        [sys.executable, "-c", code],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "PYTHONHASHSEED": seed},
     ).stdout.split()
     mine = [digest(p.figure) for r in reports() for s in r.sections for p in s.plots]
     assert theirs == mine and None not in mine
@@ -147,8 +153,10 @@ def test_a_figure_that_does_not_pickle_is_drawn_every_time(tmp_path: Path) -> No
     ax.plot([1, 2, 3], [2, 1, 3])
     ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:.1f} u"))  # a local lambda
     assert digest(fig) is None
+    other = Figure(figsize=(3, 2), layout="constrained")
+    other.subplots().plot([1, 2, 3], [3, 2, 1])  # the file it replaces shows something else
     old = tmp_path / "old.png"
-    old.write_bytes(draw(fig))
+    old.write_bytes(draw(other))
     assert stored_digest(old.read_bytes()) is None
     assert render.figure_pngs([fig], [old]) == [draw(fig)]
 
@@ -176,10 +184,13 @@ def test_figures_drawn_in_several_processes_are_those_drawn_in_one(
     assert parallel == [draw(f, d) for f, d in zip(again, digests, strict=True)]
 
 
+@pytest.mark.timeout(120)
 def test_a_worker_that_never_answers_is_stopped_and_its_figures_drawn_here(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """A worker stuck at the fork (a lock another thread held) must not hang the report."""
+    """A worker stuck at the fork (a lock another thread held) must not hang the report. The
+    hang is simulated (a real one needs a lock held at the fork, which no test can time): the
+    forked worker sleeps instead of drawing."""
     figures = [p.figure for r in reports() for s in r.sections for p in s.plots][:4]
     real_take = render._take
     parent = os.getpid()
@@ -192,9 +203,7 @@ def test_a_worker_that_never_answers_is_stopped_and_its_figures_drawn_here(
     monkeypatch.setattr(render, "_take", stuck_in_children)
     monkeypatch.setattr(render, "MIN_WAIT_S", 1.0)
     monkeypatch.setattr(render, "workers", lambda count: 2)
-    t0 = time.monotonic()
     out = draw_all(figures, [None] * len(figures))
-    assert time.monotonic() - t0 < 60
     again = [p.figure for r in reports() for s in r.sections for p in s.plots][:4]
     assert out == [draw(f) for f in again]
 

@@ -47,24 +47,10 @@ def predict_at(cells: pd.DataFrame) -> list[float]:
     return sorted({float(v) for v in (*DEFAULT_AT, 2 * top, 4 * top) if v > top})
 
 
-def axis_limit(grp: pd.DataFrame, axis: str, max_nodes: float | None) -> float:
-    """The largest size of `axis` the system holds for this group: max_nodes in nodes, times the
-    group's ranks per node (ranks) or GPUs per node (gpus); inf when the system is unknown."""
-    if max_nodes is None or not np.isfinite(max_nodes):
-        return np.inf
-    by_axis = {
-        "nodes": 1.0,
-        "ranks": grp["tasks_per_node"].max(),
-        "gpus": grp["gpus_per_node"].max(),
-    }
-    per = float(by_axis[axis])
-    return float(max_nodes) * per if np.isfinite(per) and per > 0 else np.inf
-
-
 def _fits(
     runs: pd.DataFrame, axis: str, max_nodes: float | None = None
 ) -> Iterator[tuple[int, dict[str, Any], float, LawFit | str]]:
-    """(group id, its first run's fields, its `axis_limit`, fit or the reason there is none)
+    """(group id, its first run's fields, its axis limit (`_limits`), fit or why none)
     per weak/strong group measured at two sizes or more. One groupby and NumPy per group (a
     frame per group made a sweep's report crawl)."""
     if runs.empty:
@@ -193,7 +179,7 @@ def comm_cost(
     Participants are ranks (Horovod) or GPUs (MirroredStrategy); elements are 4 bytes, 2 with
     fp16 all-reduce compression. Groups without param_count are skipped; without bandwidth
     the bytes are still given and the times are NaN. `beyond_system`: the size exceeds what the
-    system's `max_nodes` holds (`axis_limit`). The per-group figures come from one groupby
+    system's `max_nodes` holds (`_limits`). The per-group figures come from one groupby
     each, the rows from plain dicts: linear in runs."""
     runs = normalise(df)
     axis = check_axis(axis or default_axis(runs))
@@ -272,7 +258,8 @@ TIMES: dict[str, tuple[str, str]] = {
 
 
 def _limits(per_group: Any, axis: str, max_nodes: float | None) -> dict[int, float]:
-    """`axis_limit` of every group at once (a groupby of the runs by group)."""
+    """The largest size of the axis the system holds, for every group at once: `max_nodes` in
+    nodes, times the group's ranks or GPUs per node; inf when the system is unknown."""
     if max_nodes is None or not np.isfinite(max_nodes):
         return defaultdict(lambda: np.inf)
     if axis == "nodes":

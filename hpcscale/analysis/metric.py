@@ -72,6 +72,13 @@ class ScalingMetric:
         return cls()
 
 
+def command_rows(frame: pd.DataFrame) -> pd.Series:
+    """True for the rows (runs or cells) of a command workload: they carry its command."""
+    if "command" not in frame.columns:
+        return pd.Series(False, index=frame.index)
+    return frame["command"].notna()
+
+
 def extra_metrics(runs: pd.DataFrame, known: Iterable[str] = ()) -> list[str]:
     """The numeric (not series) metrics a command workload extracted beyond the table's known
     columns: folded over repeats like the others, so references can check them."""

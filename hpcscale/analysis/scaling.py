@@ -67,10 +67,13 @@ def add_scaling_metrics(cells: pd.DataFrame) -> pd.DataFrame:
     t_b, t_n = out["base_epoch_time_s"], out["epoch_time_s"]
     x_b, x_n = out["base_images_per_s"], out["images_per_s"]
     s = out["scale"]
-    # A fixed problem done X_N/X_b times faster takes T_b/T_N less time: a strong-scaling cell
-    # with no time (a command reporting only its throughput) is judged on its throughput.
-    timed = np.isfinite(speedup_strong(t_b, t_n))
-    on_time = strong & timed
+    # A fixed problem done X_N/X_b times faster takes T_b/T_N less time: a strong-scaling group
+    # with no time at all (a command reporting only its throughput) is judged on its
+    # throughput. A group with times keeps one definition: its untimed cells get none.
+    timed = pd.Series(np.isfinite(speedup_strong(t_b, t_n)), index=out.index)
+    if "group" in out.columns:
+        timed = timed.groupby(out["group"].to_numpy()).transform("any")
+    on_time = strong & timed.to_numpy()
     out["speedup"] = np.where(on_time, speedup_strong(t_b, t_n), speedup_weak(x_b, x_n))
     eff = np.where(
         on_time,

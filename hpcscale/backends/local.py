@@ -24,12 +24,13 @@ from hpcscale.backends.base import (
 )
 from hpcscale.core.render import Rendered
 from hpcscale.core.shell import quote
+from hpcscale.formats.outputs import LOCAL_OUT
 from hpcscale.state.ledger import Ledger, RunRow, pid_alive
 from hpcscale.state.lock import campaign_lock
 from hpcscale.state.states import RunState
 from hpcscale.util.logtail import tail as log_tail
 
-LOG_NAME = "local.out"
+LOG_NAME = LOCAL_OUT
 PGID_NAME = ".pgid"
 EPOCH_LINE = re.compile(rb"\[hpcscale\] epoch (\d+)/(\d+)")
 

@@ -42,6 +42,7 @@ from hpcscale.core.paths import campaign_dir
 from hpcscale.core.vocab import CONTENTION_COLUMNS, QUALITY_COLUMNS, arg_columns
 from hpcscale.errors import UsageError
 from hpcscale.formats.atomic import atomic_write
+from hpcscale.formats.outputs import LOCAL_OUT, SLURM_OUT_GLOB
 from hpcscale.state.stale import stale_runs
 
 RESULTS_PARQUET = "results.parquet"
@@ -56,7 +57,7 @@ COLLECTOR_VERSION = 11  # 2: model_family, program, run.json typed; 3: campaign_
 # 9: command workloads (command, cwd; figures read from the job's output)
 # 10: figure_kind; a command's `time:` metric fills epoch_time_s
 # 11: comm_span_share (communication / timeline span, runs without steps.json)
-INPUT_FILES = ("run.json", "metrics.json", "timeline.json", "steps.json", "local.out")
+INPUT_FILES = ("run.json", "metrics.json", "timeline.json", "steps.json", LOCAL_OUT)
 NOT_RUN = ("no metrics.json", NOT_RUN_OUTPUT)  # a run with no results yet: unfinished
 
 EXTRA_COLUMNS = (
@@ -149,7 +150,7 @@ def _fingerprint(run_dir: Path) -> list[list[int]]:
             out.append([st.st_size, st.st_mtime_ns])
         except OSError:
             out.append([-1, -1])
-    for path in sorted(run_dir.glob("slurm-*.out")):  # a command run's output (SLURM)
+    for path in sorted(run_dir.glob(SLURM_OUT_GLOB)):  # a command run's output (SLURM)
         st = path.stat()
         out.append([st.st_size, st.st_mtime_ns])
     return out

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import shlex
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
@@ -147,10 +148,16 @@ def placeholder_values(run: Any, run_dir: str) -> dict[str, object]:
     return values
 
 
+@lru_cache(maxsize=64)
+def _template_words(command: str) -> tuple[str, ...]:
+    """A campaign's command split once, not once per run rendered (shlex is slow)."""
+    return tuple(shlex.split(command))
+
+
 def command_words(command: str, values: dict[str, object], python: str) -> list[str]:
     """The run's argv: `command` (a run's shlex-joined template) with its placeholders filled;
     a leading `python`/`python3` is the profile's interpreter, as for the bundled programs."""
-    words = [substitute(w, values) for w in shlex.split(command)]
+    words = [substitute(w, values) for w in _template_words(command)]
     if words and words[0] in ("python", "python3"):
         words[0] = python
     return words

@@ -56,6 +56,7 @@ def expand(lc: LoadedCampaign) -> Plan:
     plan.axes = {**{a: v for a, v in single.items()}, **swept}
     where = _Where(lc) if c.matrix.where else None
     decl = workloads.declared(lc.system.jobs_dir)
+    own = command_fields(lc)  # the same for every cell: resolved (paths, label) once
     seen: dict[str, Assignment] = {}
     hits = [0] * len(c.matrix.exclude)
     for combo in itertools.product(*groups) if groups else [()]:
@@ -68,7 +69,7 @@ def expand(lc: LoadedCampaign) -> Plan:
             plan.excluded.append(Excluded(assignment, _rule_text(lc, rule)))
             continue
         try:
-            base = resolve(lc, assignment, tuple(swept), decl)
+            base = resolve(lc, assignment, tuple(swept), decl, own)
         except ScalingError as exc:
             if where and where.rejects(assignment, partial=True):
                 plan.excluded.append(Excluded(assignment, f"where: {c.matrix.where}"))
@@ -99,9 +100,11 @@ def resolve(
     a: Assignment,
     swept: tuple[str, ...] = (),
     decl: workloads.Declaration = None,
+    own: dict[str, str] | None = None,
 ) -> Run:
     """One assignment of axis values -> a fully resolved Run (raises ScalingError); `decl`
-    checks its workload arguments (workloads.declared)."""
+    checks its workload arguments (workloads.declared); `own`: `command_fields(lc)`, when the
+    caller has it."""
     c, s = lc.campaign, lc.system
     device = a.get("device", "gpu" if s.gpus_per_node else "cpu")
     gpus = int(a.get("gpus_per_node", s.gpus_per_node if device == "gpu" else 0))
@@ -169,7 +172,7 @@ def resolve(
     launcher = s.mpi[mpi].launcher or s.launcher
     args = dict(c.workload.args)
     args.update({k.removeprefix("args."): v for k, v in a.items() if k.startswith("args.")})
-    own = command_fields(lc)
+    own = command_fields(lc) if own is None else own
     model = a.get("model", c.workload.model or own.get("model"))
     if not own and (broken := workloads.args_problem(model, args, decl)):
         raise ScalingError(ARGS_PREFIX + broken[0], broken[1])

@@ -8,7 +8,6 @@ import multiprocessing as mp
 import os
 import shutil
 import sys
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
@@ -19,6 +18,7 @@ from typing import Any
 import jinja2
 import msgspec
 
+from hpcscale.core.forks import can_fork
 from hpcscale.core.gcpause import gc_paused
 from hpcscale.core.job_command import command_argv, command_env, horovod_env, program_argv
 from hpcscale.core.launch import launch_argv, needs_hostfile
@@ -215,9 +215,7 @@ def render_workers(n_runs: int, requested: int | None = None) -> int:
             return 1
         cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
         requested = min(cpus or 1, MAX_WORKERS)
-    if requested <= 1 or "fork" not in mp.get_all_start_methods():
-        return 1
-    if threading.active_count() > 1:
+    if requested <= 1 or not can_fork():
         return 1
     return max(1, min(requested, n_runs))
 

@@ -52,6 +52,7 @@ METRIC_UNITS: dict[str, str] = {
     "exact_exposed_comm_s": "s",
     "allreduce_bytes_per_step": "B",
     "bus_bandwidth_gbs": "GB/s",
+    "comm_span_share": "1",  # a fraction of the timeline's span, not a percentage
 }
 
 

@@ -34,9 +34,14 @@ def _pairs(metric: ScalingMetric) -> list[tuple[str, str]]:
             (HEADING_OF_KIND[THROUGHPUT], metric.heading),
         ]
     return [
-        (term(col).heading, f"{metric.name} (s)"),  # "Epoch time (s)"
+        (term(col).heading, _time_heading(metric)),  # "Epoch time (s)"
         (HEADING_OF_KIND[metric.kind], metric.name),
     ]
+
+
+def _time_heading(metric: ScalingMetric) -> str:
+    """A `time:` metric in the unit its extractor declares (copied, never converted)."""
+    return f"{metric.name} ({metric.unit or 's'})"
 
 
 def relabel_text(text: str, metric: ScalingMetric) -> str:
@@ -74,6 +79,9 @@ def relabel_figure(fig: Figure, metric: ScalingMetric) -> Figure:
         ax.set_ylabel(relabel_text(ax.get_ylabel(), metric))
         ax.set_xlabel(relabel_text(ax.get_xlabel(), metric))
         ax.set_title(relabel_text(ax.get_title(), metric))
+    for legend in [*fig.legends, *(ax.get_legend() for ax in fig.axes)]:
+        for text in legend.get_texts() if legend is not None else []:
+            text.set_text(relabel_text(text.get_text(), metric))
     return fig
 
 
@@ -116,7 +124,7 @@ def _says(metric: ScalingMetric) -> str:
             "computed on it."
         )
     return (
-        f"{metric.name} (s) is your program's own time, the metric `{metric.name}` "
+        f"{_time_heading(metric)} is your program's own time, the metric `{metric.name}` "
         "(`workload.time`) as its extractors read it; strong-scaling speedup is T_b / T_N on it."
     )
 

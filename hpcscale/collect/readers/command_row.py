@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +19,7 @@ import yaml
 from hpcscale.analysis.metric import COLUMN_OF_KIND
 from hpcscale.collect.readers.extract import OUTPUT, Extractor, Unparsed, extract
 from hpcscale.collect.readers.mllog import read_mllog
+from hpcscale.formats.outputs import job_output
 from hpcscale.formats.run_record import VERSIONS_DIR, RunRecord
 from hpcscale.util.logtail import tail
 
@@ -25,7 +28,6 @@ NOT_RUN = "no output"  # the collector counts such a run as unfinished, as with 
 UNPARSED = "unparsed"
 # Extracted names that fill the table's list columns, and series names MLLOG logs use for them.
 LISTS = ("epoch_times_s", "train_accuracy", "val_accuracy", "train_loss", "val_loss")
-SCALARS = ("images_per_s", "epoch_time_s", "fit_time_s", "step_time_p50_ms")
 SERIES_NAMES = {"loss": "train_loss", "accuracy": "train_accuracy", "eval_loss": "val_loss"}
 
 
@@ -33,21 +35,39 @@ class CommandProblem(Exception):
     """The run's figures cannot be read (no output, or a required metric unparsed)."""
 
 
-def output_file(run_dir: Path) -> Path | None:
-    """The job's captured output: local.out, else the newest slurm-<job>.out."""
-    local = run_dir / "local.out"
-    if local.is_file():
-        return local
-    outs = sorted(run_dir.glob("slurm-*.out"), key=lambda p: p.stat().st_mtime_ns)
-    return outs[-1] if outs else None
-
-
-def workload_of(run_dir: Path, rec: RunRecord) -> dict[str, Any]:
-    """The `workload:` mapping of the campaign file that rendered this run."""
+def _campaign_file(run_dir: Path, rec: RunRecord) -> Path:
+    """The campaign file that rendered this run (its version), else the campaign's copy."""
     cdir = run_dir.parent.parent
     path = cdir / VERSIONS_DIR / f"{rec.campaign_version}.yaml"
     if rec.campaign_version is None or not path.is_file():
         path = cdir / "campaign.yaml"
+    return path
+
+
+@dataclass(frozen=True)
+class _Reading:
+    """What a campaign file says of reading its runs: the same for every run it rendered."""
+
+    extractors: tuple[Extractor, ...]
+    mllog: bool
+    figure: str | None
+    kind: str
+
+
+def _reading(path: Path) -> _Reading:
+    """Parsed once per campaign file and version (a collect of 10,000 runs reads one or two),
+    not once per run; keyed by size and mtime so an edited campaign.yaml is read again."""
+    try:
+        st = path.stat()
+    except OSError as exc:
+        raise CommandProblem(f"campaign file {path} unreadable: {exc}") from None
+    return _reading_cached(path, st.st_size, st.st_mtime_ns)
+
+
+@lru_cache(maxsize=32)
+def _reading_cached(path: Path, size: int, mtime_ns: int) -> _Reading:
+    from hpcscale.core.command import figure_of, reading_of  # core: not at import of collect
+
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError) as exc:
@@ -55,7 +75,14 @@ def workload_of(run_dir: Path, rec: RunRecord) -> dict[str, Any]:
     workload = data.get("workload") if isinstance(data, dict) else None
     if not isinstance(workload, dict):
         raise CommandProblem(f"campaign file {path} has no workload")
-    return workload
+    try:
+        extractors, mllog = reading_of(workload.get("metrics"))
+    except ValueError as exc:
+        raise CommandProblem(f"workload.metrics: {exc}") from None
+    figure, kind = figure_of(
+        workload.get("metrics"), workload.get("throughput"), workload.get("time")
+    )
+    return _Reading(tuple(extractors), mllog, figure, kind)
 
 
 def _unparsed(u: Unparsed) -> str:
@@ -65,19 +92,11 @@ def _unparsed(u: Unparsed) -> str:
 
 def read_command_run(run_dir: Path, rec: RunRecord) -> tuple[dict[str, Any], list[str]]:
     """The row's metric columns and notes; CommandProblem when the run cannot be read."""
-    from hpcscale.core.command import figure_of, reading_of  # core: not at import of collect
-
-    out = output_file(run_dir)
+    out = job_output(run_dir)
     if out is None:
         raise CommandProblem(f"{NOT_RUN}: no local.out or slurm-*.out (not run yet?)")
-    workload = workload_of(run_dir, rec)
-    try:
-        extractors, mllog = reading_of(workload.get("metrics"))
-    except ValueError as exc:
-        raise CommandProblem(f"workload.metrics: {exc}") from None
-    figure, kind = figure_of(
-        workload.get("metrics"), workload.get("throughput"), workload.get("time")
-    )
+    reading = _reading(_campaign_file(run_dir, rec))
+    extractors, figure, kind = list(reading.extractors), reading.figure, reading.kind
     sources = {OUTPUT: out}
     sources.update({e.source: run_dir / e.source for e in extractors if e.source != OUTPUT})
     got = extract(sources, extractors)
@@ -86,7 +105,7 @@ def read_command_run(run_dir: Path, rec: RunRecord) -> tuple[dict[str, Any], lis
     row: dict[str, Any] = {}
     units: dict[str, str] = {}
     notes: list[str] = []
-    if mllog:
+    if reading.mllog:
         notes += _mllog_columns(out, row, units)
     for ex in extractors:
         if ex.name in got.values:
@@ -105,7 +124,7 @@ def read_command_run(run_dir: Path, rec: RunRecord) -> tuple[dict[str, Any], lis
     )
     row["figure_kind"] = kind
     row["metric_units"] = json.dumps(units, sort_keys=True)
-    row["extractors"] = "mllog" if mllog else ""
+    row["extractors"] = "mllog" if reading.mllog else ""
     row["extractors"] = "; ".join(filter(None, [row["extractors"], *map(_describe, extractors)]))
     return row, notes
 
@@ -151,4 +170,9 @@ def _mllog_columns(out: Path, row: dict[str, Any], units: dict[str, str]) -> lis
     notes = list(log.notes)
     if log.status not in (None, "success"):
         notes.append(f"MLLOG run_stop status {log.status!r}")
+    elif log.status is None and log.epoch_time_s:  # epochs logged, the end never was
+        notes.append(
+            "no MLLOG run_stop: the run did not finish (killed, or still running); "
+            "its figures are from the epochs it logged"
+        )
     return notes

@@ -45,7 +45,10 @@ def batch_curves(rows: pd.DataFrame) -> Figure | None:
     every = rows.assign(
         _line=rows.groupby(list(dict.fromkeys(line_keys)), sort=True, dropna=False).ngroup()
     )
-    drawn, folded = fold_groups(every, "images_per_s", True, key="_line", **BATCH_LINES)
+    # "Images/s" as the tables say it: a command campaign's labels relabel it to its own metric
+    drawn, folded = fold_groups(
+        every, "images_per_s", True, key="_line", score_name="Images/s", **BATCH_LINES
+    )
     by_model = drawn.groupby(["model", "device"])["_line"].nunique().max() <= 1
     for i, (_, g) in enumerate(drawn.groupby("_line", sort=True)):
         g = g.sort_values("batch_per_rank")

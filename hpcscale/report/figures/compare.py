@@ -108,7 +108,7 @@ def _combos_drawn(
     fit = max(1, min(len(LINESTYLES), MAX_LINES // max(1, len(names))))
     first = aligned[aligned["campaign"] == names[0]]
     higher = cmp.HIGHER_IS_BETTER[metric]
-    name = HEADINGS[metric][0].lower() + HEADINGS[metric][1:]  # "images/s"
+    name = HEADINGS[metric]  # "Images/s", as relabel_text finds it for a command's own metric
     _, folded = fold_groups(
         first, metric, higher, fit, key="_combo", unit="knob combinations", score_name=name
     )

@@ -37,6 +37,7 @@ from matplotlib.cbook import CallbackRegistry
 from matplotlib.figure import Figure
 from matplotlib.transforms import TransformNode
 
+from hpcscale.core.forks import can_fork
 from hpcscale.report.figures.style import DPI
 
 KEY = "hpcscale figure"  # the PNG text chunk that holds the digest
@@ -45,6 +46,7 @@ PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 MAX_WORKERS = 4  # processes drawing at once, this one included
 MIN_WAIT_S = 30.0  # for a worker's last figures once this process has drawn its own
 _INDEX = struct.Struct(">H")  # a figure's index in the work pipe
+MAX_PIPED = 4096 // _INDEX.size  # figures whose indices fit the smallest pipe buffer
 
 
 class _Hash(io.RawIOBase):
@@ -181,7 +183,8 @@ def _reusable(path: Path, fig_digest: str) -> bytes | None:
 def workers(count: int) -> int:
     """Processes to draw `count` figures with: the cores this process may use, at most
     MAX_WORKERS and `count`; 1 where forking a process with its figures is not safe."""
-    if not 2 <= count <= 0xFFFF or sys.platform != "linux":  # indices: two bytes in the pipe
+    # the work pipe is filled before any worker reads it: at most 4 kB, the smallest pipe
+    if not 2 <= count <= MAX_PIPED or sys.platform != "linux" or not can_fork():
         return 1
     return max(1, min(len(os.sched_getaffinity(0)), MAX_WORKERS, count))
 
@@ -194,14 +197,19 @@ def draw_all(figures: Sequence[Figure], digests: Sequence[str | None]) -> list[b
     # largest first: the last figure taken then is a small one, and the processes end together
     order = sorted(range(len(figures)), key=lambda i: -_area(figures[i]))
     read_end, write_end = os.pipe()
-    os.write(write_end, b"".join(_INDEX.pack(i) for i in order))  # < 64 kB: never blocks
+    os.write(write_end, b"".join(_INDEX.pack(i) for i in order))  # <= 4 kB: never blocks
     os.close(write_end)  # empty pipe: a read returns b"", the work is done
     sys.stdout.flush()
     sys.stderr.flush()
-    children = [_fork_worker(read_end, figures, digests) for _ in range(n - 1)]
+    children: list[tuple[int, int]] = []
     out: dict[int, bytes] = {}
     start = time.monotonic()
     try:
+        for _ in range(n - 1):
+            try:
+                children.append(_fork_worker(read_end, figures, digests))
+            except OSError:  # no process to spare (a login node's limit): fewer workers
+                break
         out.update(_take(read_end, figures, digests))
     finally:
         os.close(read_end)
@@ -235,7 +243,12 @@ def _fork_worker(
     """A forked process drawing from the work pipe; (its pid, the pipe its PNGs come back on).
     It sends them once the work is done (a full pipe would otherwise stall it)."""
     results_read, results_write = os.pipe()
-    pid = os.fork()
+    try:
+        pid = os.fork()
+    except OSError:
+        os.close(results_read)
+        os.close(results_write)
+        raise
     if pid == 0:  # the worker: never returns, never runs the parent's exit handlers
         code = 1
         try:

@@ -7,6 +7,8 @@ breaks the line there (markers keep an isolated epoch visible)."""
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
+from typing import Any
 
 import pandas as pd
 from matplotlib.figure import Figure
@@ -50,28 +52,28 @@ def scale_axis(cells: pd.DataFrame) -> str:
     return "gpus" if gpu else "ranks"
 
 
-def scale_label(row: pd.Series, axis: str, with_nodes: bool = False) -> str:
-    n = int(row[axis])
-    what = "GPU" if axis == "gpus" else "rank"
-    text = f"{n} {what}{'s' * (n != 1)}"
-    if with_nodes:
-        nodes = int(row["nodes"])
-        text += f", {nodes} node{'s' * (nodes != 1)}"
-    return text
+def scale_label(row: Mapping[str, Any], axis: str, with_nodes: bool = False) -> str:
+    return _scale_text(row[axis], row["nodes"] if with_nodes else None, axis)
 
 
 def scale_labels(cells: pd.DataFrame) -> dict[int, str]:
     """A label per cell id naming its scale (nodes too when the scale alone is ambiguous)."""
     axis = scale_axis(cells)
     with_nodes = bool(cells[[axis]].duplicated().any())
+    return {
+        int(cid): _scale_text(n, nodes if with_nodes else None, axis)
+        for cid, n, nodes in zip(cells["cell"], cells[axis], cells["nodes"], strict=True)
+    }
+
+
+def _scale_text(n: Any, nodes: Any, axis: str) -> str:
+    """ "2 ranks", or "2 ranks, 1 node" when `nodes` is given."""
+    n = int(n)
     what = "GPU" if axis == "gpus" else "rank"
-    out = {}
-    for cid, n, nodes in zip(cells["cell"], cells[axis], cells["nodes"], strict=True):
-        text = f"{int(n)} {what}{'s' * (int(n) != 1)}"  # as scale_label, without a row each
-        if with_nodes:
-            text += f", {int(nodes)} node{'s' * (int(nodes) != 1)}"
-        out[int(cid)] = text
-    return out
+    text = f"{n} {what}{'s' * (n != 1)}"
+    if nodes is not None:
+        text += f", {int(nodes)} node{'s' * (int(nodes) != 1)}"
+    return text
 
 
 def panels(curves: pd.DataFrame) -> list[tuple[str, list[tuple[str, str, str]]]]:

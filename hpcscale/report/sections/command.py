@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from hpcscale.analysis.metric import TIME, ScalingMetric
+from hpcscale.analysis.metric import TIME, ScalingMetric, command_rows
 from hpcscale.report.model import Section, Table
 
 COLUMNS = {
@@ -20,10 +20,11 @@ COLUMNS = {
 def command_section(runs: pd.DataFrame, metric: ScalingMetric | None = None) -> Section | None:
     """One row per distinct command and reading, with the runs that used it; None for a
     campaign of bundled programs only. `metric`: what the scaling tables stand on."""
-    if "command" not in runs.columns or runs["command"].isna().all():
+    own = command_rows(runs)
+    if not own.any():
         return None
     metric = metric or ScalingMetric()
-    mine = runs[runs["command"].notna()]
+    mine = runs[own]
     cols = [c for c in COLUMNS if c in mine.columns]
     table = (
         mine[cols]

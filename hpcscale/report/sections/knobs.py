@@ -12,6 +12,7 @@ from hpcscale.analysis import sweeps, tables
 from hpcscale.analysis.batch import THROUGHPUT, batch_speedups
 from hpcscale.analysis.curves import run_series
 from hpcscale.analysis.frame import normalise
+from hpcscale.analysis.metric import command_rows
 from hpcscale.analysis.overlap import WAITS_SUMMED
 from hpcscale.analysis.targets import TargetSpec
 from hpcscale.report import figures
@@ -30,10 +31,7 @@ OVERLAP_MATCH: dict[str, str] = {
 
 def _whole_run_cells(timed: pd.DataFrame) -> int:
     """Cells of a command workload whose timeline has no epoch to be cut by."""
-    if "command" not in timed.columns:
-        return 0
-    mine = timed["command"].notna() & (timed["command"].astype(str) != "")
-    return int((mine & timed["epoch_time_s"].isna()).sum())
+    return int((command_rows(timed) & timed["epoch_time_s"].isna()).sum())
 
 
 def overlap_section(cells: pd.DataFrame) -> Section | None:

@@ -36,13 +36,6 @@ SPAN_SHARE_TEXT = (
 )
 
 
-def _has_span_share(cells: pd.DataFrame) -> bool:
-    if "comm_span_share" not in cells.columns:
-        return False
-    no_epoch = ~(cells["comm_s"] / cells["epoch_time_s"]).notna()
-    return bool((cells["comm_span_share"].notna() & no_epoch).any())
-
-
 def scaling_section(cells: pd.DataFrame) -> Section | None:
     if cells.empty:
         return None
@@ -123,6 +116,7 @@ def efficiency_section(cells: pd.DataFrame) -> Section | None:
     scaled = scaled_groups(cells)
     if scaled.empty:
         return None
+    overhead = tables.overhead_table(scaled)
     text = [
         "Strong scaling is judged on time: efficiency = T₁ / (N·T_N). Weak scaling is judged on "
         "throughput: efficiency = X_N / (N·X₁), with N the scale relative to the baseline.",
@@ -131,7 +125,7 @@ def efficiency_section(cells: pd.DataFrame) -> Section | None:
         "all scaling loss, not only communication. The measured communication share beside it "
         "is communication per epoch from the Horovod timeline / epoch time (empty without a "
         "timeline).",
-        *([SPAN_SHARE_TEXT] if _has_span_share(scaled) else []),
+        *([SPAN_SHARE_TEXT] if tables.COMM_SPAN_SHARE_LABEL in overhead.columns else []),
         *([KARP_FLATT_TEXT] if _has_karp_flatt(scaled) else []),
     ]
     return Section(
@@ -142,7 +136,7 @@ def efficiency_section(cells: pd.DataFrame) -> Section | None:
             Table(
                 "overhead",
                 "Scaling loss (seed 000's overhead), measured communication and efficiency",
-                with_karp_flatt(tables.overhead_table(scaled), scaled),
+                with_karp_flatt(overhead, scaled),
                 interval_note(scaled, ("speedup", "efficiency")),
             )
         ],
