@@ -37,17 +37,18 @@ from hpcscale.core import datapaths
 from hpcscale.core.campaign import LoadedCampaign, load_campaign
 from hpcscale.core.expand import Plan, expand
 from hpcscale.core.gcpause import gc_paused
-from hpcscale.core.paths import campaign_dir, select_campaigns, submitted_campaigns
+from hpcscale.core.paths import select_campaigns, submitted_campaigns
 from hpcscale.core.paths import workdir as resolve_workdir
-from hpcscale.core.render import Rendered, render_all
-from hpcscale.doctor import Check, Diagnosis, doctor
+from hpcscale.core.render import Rendered
+from hpcscale.doctor import Check, Diagnosis
+from hpcscale.doctor_campaign import check_program, doctor
 from hpcscale.errors import UsageError
-from hpcscale.formats.run_record import campaign_version_of
 from hpcscale.results import CampaignStatus, Cancelled, Planned, RenderedCampaign, RunLog
 from hpcscale.starter import Example, Initialised, examples, init
-from hpcscale.state.ledger import LEDGER_NAME, Ledger
+from hpcscale.state.ledger import Ledger
 from hpcscale.state.select import select_rows as select
 from hpcscale.state.states import DEFAULT_RESUBMIT, TERMINAL, RunState
+from hpcscale.writing import write_campaign
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -103,6 +104,7 @@ def validate(campaign: PathLike, *, system: PathLike | None = None) -> Planned:
     whose jobs run on this machine, else a warning, added to `expansion.warnings`."""
     planned = plan(campaign, system=system)
     planned.expansion.warnings += datapaths.check(planned.loaded, planned.runs, submitting=False)
+    check_program(planned.loaded)
     return planned
 
 
@@ -117,30 +119,7 @@ def render(
     """Validate, expand and write every run's job.sbatch and run.json (a first render: all or
     nothing). `workers`: processes to render with (None: by campaign size and CPUs);
     `progress(done, total)`: called about every 500 runs rendered."""
-    return _write(plan(campaign, system=system), workdir, workers, progress)
-
-
-def _write(
-    planned: Planned,
-    workdir: PathLike | None,
-    workers: int | None = None,
-    progress: Callable[[int, int], None] | None = None,
-) -> RenderedCampaign:
-    lc = planned.loaded
-    text = Path(lc.path).read_text(encoding="utf-8")
-    wd = Path(workdir) if workdir else None
-    rendered = render_all(planned.runs, lc.system, wd, text, workers=workers, progress=progress)
-    cdir = campaign_dir(lc.campaign.name, wd)
-    mark_stale(cdir, [r.run.run_id for r in rendered], campaign_version_of(text))
-    return RenderedCampaign(planned, cdir, rendered)
-
-
-def mark_stale(cdir: Path, run_ids: Sequence[str], version: str) -> None:
-    """A submitted campaign rendered again: ledger runs its matrix no longer has are stale
-    (kept, left out of status, collect and report), and runs that are back are not."""
-    if (cdir / LEDGER_NAME).exists():
-        with Ledger(cdir) as ledger:
-            ledger.mark_stale(run_ids, f" (campaign file version {version})")
+    return write_campaign(plan(campaign, system=system), workdir, workers, progress)
 
 
 def plan_campaign(path: PathLike, system: PathLike | None = None) -> tuple[LoadedCampaign, Plan]:
@@ -190,19 +169,21 @@ def submit(
     queues = not (dry_run or backend == "dry")  # a dry run warns where `validate` does
     for warning in datapaths.check(planned.loaded, planned.runs, submitting=queues):
         (reporter or QuietReporter()).warn(warning)
+    if queues:
+        check_program(planned.loaded)
     sys_ = planned.system
     throttle = (planned.loaded.campaign.max_parallel, sys_.max_parallel)  # SLURM's array %N
     if dry_run or backend == "dry":
         target_name = FOR_SCHEDULER[sys_.scheduler] if backend in (None, "dry") else backend
         if target_name != FOR_SCHEDULER[sys_.scheduler]:
             backend_for(sys_, target_name)  # the fit check: a dry run shows what would run
-        rc = _write(planned, workdir)
+        rc = write_campaign(planned, workdir, dry=True, force=bool(options and options.force))
         target = open_backend(target_name, rc.directory, reporter)
         dry = backend_class("dry")(rc.directory, reporter, target=target)  # type: ignore[call-arg]
         opts = with_throttle(dry.options(options), *throttle)
         return dry.submit(rc.runs, None, opts)  # type: ignore[arg-type]
     name = backend_for(sys_, backend)
-    rc = _write(planned, workdir)
+    rc = write_campaign(planned, workdir, force=bool(options and options.force))
     chosen = open_backend(name, rc.directory, reporter)
     opts = with_throttle(chosen.options(options), *throttle)
     with Ledger(rc.directory) as ledger:
@@ -247,8 +228,10 @@ def status(
                 f"running: {', '.join(live)}; `hpcscale cancel {cdir.name} --where stale` "
                 "stops them"
             )
-        if not include_stale:
+        if not include_stale and (hidden := sum(r.stale and r.run_id not in live for r in rows)):
             rows = [row for row in rows if not row.stale or row.run_id in live]
+            warnings.append(f"{hidden} stale run(s) hidden (not in the campaign file's matrix "
+                            "any more); --include-stale shows them")  # fmt: skip
         out.append(CampaignStatus(cdir.name, cdir, rows, r.changes, warnings, outputs))
     return out
 

@@ -26,10 +26,27 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, TextIO
 
-# Launchers' rank variables, most specific first (Open MPI, MPICH/MVAPICH/Intel, SLURM,
-# torchrun and friends, Horovod's own launcher).
-RANK_VARIABLES = ("OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID", "RANK", "HOROVOD_RANK")
-SIZE_VARIABLES = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS", "WORLD_SIZE", "HOROVOD_SIZE")
+# Launchers' rank variables, the innermost launcher's first: torchrun's RANK (under `srun` or
+# `mpirun` -> torchrun every worker of a node shares the node's OMPI_*/PMI_*/SLURM_* rank), then
+# Open MPI, MVAPICH2 (as jobs/config.py reads its size), MPICH/Intel (PMI), SLURM's task, and
+# Horovod's own launcher.
+RANK_VARIABLES = (
+    "RANK",
+    "OMPI_COMM_WORLD_RANK",
+    "MV2_COMM_WORLD_RANK",
+    "PMI_RANK",
+    "SLURM_PROCID",
+    "HOROVOD_RANK",
+)
+SIZE_VARIABLES = (
+    "WORLD_SIZE",
+    "OMPI_COMM_WORLD_SIZE",
+    "MV2_COMM_WORLD_SIZE",
+    "PMI_SIZE",
+    "SLURM_STEP_NUM_TASKS",
+    "SLURM_NTASKS",
+    "HOROVOD_SIZE",
+)
 # The key of the per-epoch step-time summary (value: count, p50_ms, p90_ms, p99_ms).
 STEP_SUMMARY_KEY = "step_time_ms"
 PREFIX = ":::MLLOG "

@@ -75,6 +75,9 @@ def init(
             copy: _profile_text(profile, copy).encode("utf-8"),
         }
         campaign = target / STARTER_FILE
+    for path in (target, *files):  # writing there would follow the link to who knows where
+        if path.is_symlink() and not path.exists():
+            raise UsageError(f"{path} is a dangling symlink (to {os.readlink(path)}); remove it")
     existing = [p for p in files if p.exists()]
     if existing and not force:
         raise UsageError(f"{existing[0]} exists; not overwritten (--force overwrites it)")

@@ -28,6 +28,7 @@ from hpcscale.analysis.references import check_references
 from hpcscale.analysis.targets import campaign_targets
 from hpcscale.collect.collector import frame_of
 from hpcscale.core.vocab import CELL_FIELDS, cell_keys
+from hpcscale.formats.exit_record import write_exit_record
 from hpcscale.report.labels import group_labels
 from tests.conftest import CAMPAIGNS, hpcscale
 
@@ -397,6 +398,7 @@ def goyal(lr_sweep: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -
         run = json.loads((rd / "run.json").read_text())
         metrics = goyal_metrics(template, run, 1.8e9 + 1000 * i)
         (rd / "metrics.json").write_text(json.dumps(metrics))
+        write_exit_record(rd, 0)  # it completed, as its job script would have recorded
     return wd
 
 

@@ -23,6 +23,7 @@ import pytest
 
 from hpcscale import api
 from hpcscale.collect.collector import load_results
+from hpcscale.formats.exit_record import write_exit_record
 from hpcscale.formats.metrics import encode_metrics, metrics_from_dict
 from hpcscale.state.ledger import Ledger
 from tests.conftest import CAMPAIGNS, hpcscale
@@ -356,3 +357,4 @@ def finish(run_dir: Path) -> None:
         }
     )
     (run_dir / "metrics.json").write_bytes(encode_metrics(metrics))
+    write_exit_record(run_dir, 0)  # it completed, as its job script would have recorded

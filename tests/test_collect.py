@@ -36,6 +36,7 @@ from hpcscale.collect.collector import (
 from hpcscale.collect.split import load_steps
 from hpcscale.collect.timeline import parse_timeline
 from hpcscale.core.run import Run
+from hpcscale.formats.exit_record import write_exit_record
 from hpcscale.formats.run_record import encode_run_record
 from tests.conftest import hpcscale
 from tests.timeline_fixture import RealRuns, real_runs_fixture  # noqa: F401  (fixture)
@@ -59,6 +60,7 @@ def _place(campaign: Path, run: Run, src: Path | None) -> Path:
         for name in ("metrics.json", "steps.json", "timeline.json"):
             if (src / name).exists():
                 shutil.copy2(src / name, d / name)
+        write_exit_record(d, 0)  # it completed, as its job script would have recorded
     return d
 
 

@@ -119,7 +119,7 @@ def test_reference_on_an_extracted_metric(
 ) -> None:
     """50 = 25 x 2 ranks (what rank 0 printed, x ranks): within 1 %; 80 is not."""
     text = two_campaigns["a"].read_text() + REFERENCES.format(value=value)
-    path = tmp_path / "a.yaml"
+    path = two_campaigns["a"].with_name(f"a_{value:.0f}.yaml")  # beside its program file
     path.write_text(text)
     assert hpcscale("validate", str(path)).returncode == 0
     proc = hpcscale("report", str(path), "--check")

@@ -4,6 +4,7 @@ through the local backend, its figures read from its output by extractors, prese
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,7 @@ import pytest
 from hpcscale.analysis import tables
 from hpcscale.analysis.derive import derive
 from hpcscale.collect.collector import load_results
+from hpcscale.collect.timeline import parse_timeline
 from tests.command_fixture import campaign, run_all
 from tests.conftest import REPO, hpcscale
 
@@ -41,7 +43,8 @@ def test_custom_extractors_per_rank_series_file_source_hostile_and_swept_args(
         lr, ranks = row["args.lr"], row["ranks"]
         assert row["images_per_s"] == pytest.approx(25.0 * lr * ranks)  # per_rank x ranks
         assert row["val_accuracy"] == [0.5, 0.75]  # a series from a file in the run directory
-        assert len(row["step_rate"]) == 3 * ranks  # every rank's lines, in the job's output
+        # rank 0's own lines (ranks/0.out), not every rank's mixed (issue 27)
+        assert list(row["step_rate"]) == [10.0 * lr, 20.0 * lr, 30.0 * lr]
         assert json.loads(row["metric_units"])["images_per_s"].startswith("images/s")
         out = (Path(row["run_dir"]) / "local.out").read_text()
         assert "$(touch HOSTILE); `touch HOSTILE2`" in out  # reached the program as text
@@ -54,15 +57,17 @@ def test_custom_extractors_per_rank_series_file_source_hostile_and_swept_args(
 
 
 def test_required_metric_that_never_matches_is_unparsed(tmp_path: Path, workdir: Path) -> None:
-    """Only the 2-rank run prints rank 1's lines: the 1-rank run is unparsed, the other kept."""
-    extra = "    - {name: rank1_step, pattern: '1: step (\\d+)'}\n  throughput:"
+    """Only the 2-rank run's rank 0 prints `elapsed 7.000` (12 / 2 + 1): the 1-rank run is
+    unparsed, the other kept."""
+    extra = "    - {name: two_rank_elapsed, pattern: 'elapsed (7)\\.'}\n  throughput:"
     body = CUSTOM.replace("  throughput:", extra, 1).replace(", args.lr: [1.0, 2.0]", "")
     out = run_all(campaign(tmp_path, body), collect_rc=1)
-    assert "unparsed" in out and "rank1_step" in out, out
+    assert "unparsed" in out and "two_rank_elapsed" in out, out
     assert list(load_results("custom")["ranks"]) == [2]  # the table of the other runs
     report = hpcscale("report", "custom")
     md = (workdir / "custom" / "report" / "index.md").read_text()
-    assert "unparsed: rank1_step" in md and "no line matches" in md, report.stdout + report.stderr
+    assert "unparsed: two_rank_elapsed" in md, report.stdout + report.stderr
+    assert "no line matches" in md
     assert "0: step 2" in md  # the last lines of the output it searched
 
 
@@ -183,14 +188,17 @@ def test_horovod_synthetic_program_with_timeline(tmp_path: Path, workdir: Path) 
         line = next(x for x in out.splitlines() if "Total img/sec" in x)
         totals[ranks] = float(line.split(": ")[1].split(" ")[0])
         assert df.loc[ranks, "images_per_s"] == totals[ranks]
-    assert df.loc[2, "comm_s"] > 0  # the user's own Horovod timeline, split
+    # its output gives no count of epochs: no per-epoch figure, never a guessed divisor
+    assert math.isnan(df.loc[2, "comm_s"]) and df.loc[2, "span_s"] > 0
     cells = derive(load_results("synth"))
     assert cells.set_index("ranks").loc[2, "speedup"] == pytest.approx(totals[2] / totals[1])
     # no epoch times: the share is of the timeline's span (its own column, start-up included),
     # by hand: the run's whole communication (per epoch x epochs) over its span
     shares = tables.overhead_table(cells).set_index("Ranks")
     assert shares[tables.COMM_SHARE_LABEL].isna().all()
-    by_hand = 100.0 * df.loc[2, "comm_s"] * df.loc[2, "epochs"] / df.loc[2, "span_s"]
+    tl = parse_timeline(Path(df.loc[2, "run_dir"]) / "timeline.json")
+    assert tl.seconds("comm") > 0  # the user's own Horovod timeline, split
+    by_hand = 100.0 * tl.seconds("comm") / df.loc[2, "span_s"]
     assert 0 < shares.loc[2, tables.COMM_SPAN_SHARE_LABEL] == pytest.approx(by_hand)
 
 

@@ -125,11 +125,35 @@ GLUED = (
 GLUED_EXCEPTIONS = "ValueError: rank 0 cannot read shard 3ValueError: rank 1 cannot read shard 7\n"
 QUOTED = "RuntimeError: loader died: RuntimeError: shard 7 truncated\n"
 
+# what Open MPI 4.1's mpirun prints for `mpirun -np 1 pythn x.py` (captured here)
 MPIRUN_CANNOT_START = """\
 --------------------------------------------------------------------------
 mpirun was unable to find the specified executable file, and therefore
 did not launch the job.  This error was first reported for process
 rank 0; it may have occurred for other processes as well.
+
+NOTE: A common cause for this error is misspelling a mpirun command
+      line parameter option (remember that mpirun interprets the first
+      unrecognized command line token as the executable).
+
+Node:       vm
+Executable: pythn
+--------------------------------------------------------------------------
+"""
+# `mpirun -np 2 python3 trian.py` (captured here): Python's own line says why, not "exit code 2"
+CANNOT_OPEN = """\
+/venv/bin/python3: can't open file '/w/trian.py': [Errno 2] No such file or directory
+--------------------------------------------------------------------------
+Primary job  terminated normally, but 1 process returned
+a non-zero exit code. Per user-direction, the job has been aborted.
+--------------------------------------------------------------------------
+/venv/bin/python3: can't open file '/w/trian.py': [Errno 2] No such file or directory
+--------------------------------------------------------------------------
+mpirun detected that one or more processes exited with non-zero status, thus causing
+the job to be terminated. The first process to do so was:
+
+  Process name: [[20646,1],1]
+  Exit code:    2
 --------------------------------------------------------------------------
 """
 
@@ -155,7 +179,12 @@ rank 0; it may have occurred for other processes as well.
             "Killed.",
         ),
         (SET_U, SET_U.strip()),
-        (MPIRUN_CANNOT_START, MPIRUN_CANNOT_START.splitlines()[1]),
+        (
+            MPIRUN_CANNOT_START,
+            "mpirun was unable to find the specified executable file, and therefore did not "
+            "launch the job. (Node: vm) (Executable: pythn)",
+        ),
+        (CANNOT_OPEN, CANNOT_OPEN.splitlines()[0]),
         (GLUED, "train.py: error: --data-dir /d/celeba: no .png files directly in it"),
         (GLUED_EXCEPTIONS, "ValueError: rank 0 cannot read shard 3"),
         (QUOTED, QUOTED.strip()),
@@ -163,8 +192,8 @@ rank 0; it may have occurred for other processes as well.
         ("", None),
     ],
     ids=["argparse", "traceback", "mpi-first-cause", "mpi-abort", "time-limit", "oom", "set-u",
-         "mpirun-cannot-start", "glued-ranks", "glued-exceptions", "quoted-error", "no-error",
-         "empty"],
+         "mpirun-cannot-start", "cannot-open", "glued-ranks", "glued-exceptions", "quoted-error",
+         "no-error", "empty"],
 )  # fmt: skip
 def test_reason_is_the_line_that_says_why(text: str, reason: str | None) -> None:
     assert reason_from_output(text) == reason

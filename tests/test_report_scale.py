@@ -126,7 +126,7 @@ def test_the_fold_note_says_how_many_how_chosen_and_where_the_rest_are() -> None
     assert folded.note() == (
         "4 of 10 lines drawn (R); the other 6 are folded into the grey band (their minimum to "
         "maximum at each batch size); every one is in the section's table (and in "
-        "data/<campaign>-<table>.csv with `hpcscale report -f csv`)."
+        "`data/<campaign>-<table>.csv` with `hpcscale report -f csv`)."
     )
     assert folded.note(band=False, where="see table T") == (
         "4 of 10 lines drawn (R); the other 6 are not drawn; see table T."

@@ -32,6 +32,9 @@ class TableContext:
     problems: tuple[tuple[str, str], ...] = ()  # (run id, reason): read in part, or not at all
     unreadable: tuple[tuple[str, str], ...] = ()  # finished, results unreadable: no row
     unfinished: tuple[str, ...] = ()  # planned, no metrics.json yet
+    # (run id, state, reason): runs whose last known state is not COMPLETED (FAILED, ...):
+    # never measurements, whatever they printed (their rows are in results.parquet, `state`)
+    not_completed: tuple[tuple[str, str, str], ...] = ()
     stale: tuple[str, ...] = ()  # no longer in the campaign's matrix
     stale_included: bool = False  # stale runs are in the table (--include-stale)
     include_partial: bool = False  # truncated timelines' per-epoch figures kept
@@ -49,6 +52,7 @@ class TableContext:
         stale_included: bool = False,
         include_partial: bool = False,
         metric: ScalingMetric | None = None,
+        not_completed: Iterable[tuple[str, str, str]] = (),
     ) -> TableContext:
         """Built from any iterables (lists from the collector)."""
         return cls(
@@ -56,6 +60,7 @@ class TableContext:
             tuple((str(r), str(w)) for r, w in problems),
             tuple((str(r), str(w)) for r, w in unreadable),
             tuple(map(str, unfinished)),
+            tuple((str(r), str(s), str(w)) for r, s, w in not_completed),
             tuple(map(str, stale)),
             bool(stale_included),
             bool(include_partial),

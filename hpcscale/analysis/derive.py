@@ -9,9 +9,10 @@ import pandas as pd
 from hpcscale.analysis.baseline import AGG_METRICS, aggregate_repeats, with_baseline
 from hpcscale.analysis.frame import check_axis, default_axis, normalise
 from hpcscale.analysis.intervals import with_intervals
-from hpcscale.analysis.metric import extra_metrics
+from hpcscale.analysis.metric import extra_metrics, scaled_on
 from hpcscale.analysis.models import karp_flatt
 from hpcscale.analysis.overlap import with_overlap
+from hpcscale.analysis.resolution import cell_resolution, efficiency_tolerance
 from hpcscale.analysis.scaling import add_scaling_metrics, with_throughput
 
 DERIVED_METRICS: tuple[str, ...] = (
@@ -47,9 +48,12 @@ def derive(
     # a command's own metrics (samples_per_s, ...) are folded too: references may check them
     metrics = (*AGG_METRICS, *extra_metrics(runs, AGG_METRICS))
     cells = with_baseline(aggregate_repeats(runs, metrics), axis, planned=planned)
+    cells["scaled_on"] = scaled_on(cells, runs)  # a command's declared metric kind
+    cells["time_resolution_s"] = cell_resolution(cells, runs)  # of the runs' time source
     with np.errstate(divide="ignore", invalid="ignore"):
         cells = add_scaling_metrics(cells)
         strong = (cells["scaling"] == "strong").to_numpy()
         cells["karp_flatt"] = np.where(strong, karp_flatt(cells["speedup"], cells["scale"]), np.nan)
+        cells["efficiency_tolerance"] = efficiency_tolerance(cells)  # the clock's rounding
     cells = with_intervals(with_overlap(cells), runs)
     return cells.sort_values(["group", "axis_value", "nodes"], kind="stable").reset_index(drop=True)

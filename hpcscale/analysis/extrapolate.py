@@ -29,7 +29,7 @@ from hpcscale.analysis.models import (
     transfer_time_s,
 )
 from hpcscale.analysis.scaling import with_throughput
-from hpcscale.core.vocab import term
+from hpcscale.core.vocab import arg_columns, is_arg_column, term
 
 DEFAULT_AT: tuple[int, ...] = (16, 32)
 # Scaling mode -> (law, the metric it is fitted to).
@@ -80,7 +80,9 @@ def _fits(
 def _first_rows(runs: pd.DataFrame, gid: pd.Series) -> dict[int, dict[str, Any]]:
     """Each group's first run (in table order) as a dict of the fields read here, by group id."""
     firsts = runs.groupby(gid, sort=True).head(1)
-    cols = [c for c in dict.fromkeys([*SHARED, *FIRST_FIELDS]) if c in runs.columns]
+    # a group's workload arguments too: the predictions table names them like the results table
+    cols = [c for c in dict.fromkeys([*SHARED, *FIRST_FIELDS, *arg_columns(runs.columns)])]
+    cols = [c for c in cols if c in runs.columns]
     return firsts[cols].set_axis(gid.loc[firsts.index].to_numpy()).to_dict("index")
 
 
@@ -96,7 +98,8 @@ def refusals(df: pd.DataFrame, axis: str | None = None) -> pd.DataFrame:
         if isinstance(fit, str):
             law = LAWS[first["scaling"]][0]
             rows.append({**_keys(first), "group": gid, "law": law, "reason": fit})
-    return pd.DataFrame(rows, columns=[*SHARED, "group", "law", "reason"])
+    columns = [*SHARED, *arg_columns(runs.columns), "group", "law", "reason"]
+    return pd.DataFrame(rows, columns=columns)
 
 
 def extrapolate(
@@ -270,5 +273,5 @@ def _limits(per_group: Any, axis: str, max_nodes: float | None) -> dict[int, flo
 
 
 def _keys(first: dict[str, Any]) -> dict[str, Any]:
-    """A group's shared settings, from its first run."""
-    return {k: first[k] for k in SHARED}
+    """A group's shared settings (its `args.<name>` columns included), from its first run."""
+    return {k: v for k, v in first.items() if k in SHARED or is_arg_column(k)}

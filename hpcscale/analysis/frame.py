@@ -20,6 +20,7 @@ from hpcscale.core import vocab
 from hpcscale.errors import UsageError
 
 REQUIRED: tuple[str, ...] = ("model", "scaling", "device", "nodes")
+COMPLETED = "COMPLETED"  # hpcscale.state.states.RunState.COMPLETED: the one measured state
 SCALINGS = frozenset(vocab.SCALINGS)
 DEVICES = frozenset(vocab.DEVICES)
 FLAG_KNOBS = tuple(k for k in vocab.KNOBS if vocab.term(k).type == "bool")
@@ -50,6 +51,7 @@ _DEFAULTS: dict[str, Any] = {
     "repeat": 0,
     "command": None,
     "cwd": None,
+    "interpreter": None,
 }
 
 
@@ -64,11 +66,25 @@ def require(df: pd.DataFrame, columns: Iterable[str], what: str) -> None:
         raise FrameError(f"{what} needs column(s) {', '.join(missing)} in the run table")
 
 
+def measured(df: pd.DataFrame) -> pd.DataFrame:
+    """The rows that are measurements: a run whose `state` is given and is not COMPLETED
+    (FAILED, CANCELLED, TIMEOUT, still RUNNING, UNKNOWN, ...) is not one, whatever its output
+    printed. The one filter every way in uses (the collector's table, `load_results`,
+    `normalise` and so every analysis function); a frame without the column, or a row without
+    a state (a notebook's own), is taken as it is."""
+    if "state" not in df.columns:
+        return df
+    state = df["state"]
+    keep = state.isna().to_numpy() | (state.astype(str) == COMPLETED).to_numpy()
+    return df if keep.all() else df[keep].reset_index(drop=True)
+
+
 def normalise(df: pd.DataFrame) -> pd.DataFrame:
-    """A copy that follows the contract: defaults for optional columns, numeric metrics, derived
-    `ranks`, `gpus`, `batch_per_rank`/`global_batch`; raises FrameError on bad values."""
+    """A copy that follows the contract (measured runs only, see `measured`): defaults for
+    optional columns, numeric metrics, derived `ranks`, `gpus`, `batch_per_rank` and
+    `global_batch`; raises FrameError on bad values."""
     require(df, REQUIRED, "the analysis")
-    out = df.copy().reset_index(drop=True)
+    out = measured(df).copy().reset_index(drop=True)
     for col, default in _DEFAULTS.items():
         if col not in out.columns:
             out[col] = [default] * len(out)

@@ -227,7 +227,9 @@ def with_intervals(cells: pd.DataFrame, runs: pd.DataFrame, level: float = LEVEL
     base = out.sort_values(["group", "axis_value", "nodes"], kind="stable").groupby("group").head(1)
     base_pos = out["group"].map(pd.Series(pos[base.index].to_numpy(), index=base["group"]))
     base_pos = base_pos.to_numpy(dtype=np.int64)
-    strong = (out["scaling"] == "strong").to_numpy()
+    # what the speedup divides (add_scaling_metrics' `speedup_on`): times, or throughputs
+    on = out.get("speedup_on")
+    strong = (on == "time" if on is not None else out["scaling"] == "strong").to_numpy(bool)
     problem = out.get("baseline_problem", pd.Series(None, index=out.index)).map(
         lambda v: isinstance(v, str)
     )
@@ -238,7 +240,7 @@ def with_intervals(cells: pd.DataFrame, runs: pd.DataFrame, level: float = LEVEL
         & ~problem.to_numpy(dtype=bool)  # no valid baseline: no speedup, so no interval either
         & speedup.notna().to_numpy()
     )
-    # strong: T_b / T_N on epoch times; weak: the cell's images/s over the baseline's
+    # on time: T_b / T_N on epoch times; else the cell's images/s over the baseline's
     num_pos = np.where(strong, base_pos, np.arange(len(out)))
     den_pos = np.where(strong, np.arange(len(out)), base_pos)
     n_num = np.where(strong, padded["epoch_time_s"][1][num_pos], padded["images_per_s"][1][num_pos])

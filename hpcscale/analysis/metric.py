@@ -100,3 +100,62 @@ def _scalar(column: pd.Series) -> bool:
         isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(float(v))
         for v in values
     )
+
+
+# A cell's `scaled_on` (derive.derive): the kind its program declared, or this for a bundled
+# program, whose strong scaling stands on epoch time (throughput without a time) as the seeds'.
+BUNDLED = ""
+
+
+def declared_kinds(runs: pd.DataFrame) -> dict[str, str]:
+    """run id -> the kind (THROUGHPUT or TIME) of the metric a command run declared
+    (`figure_kind`); bundled runs are absent (their speedup keeps the seeds' definitions)."""
+    if "figure_kind" not in runs.columns or "run_id" not in runs.columns:
+        return {}
+    own = command_rows(runs) & runs["figure_kind"].isin(list(COLUMN_OF_KIND))
+    return dict(zip(runs.loc[own, "run_id"].map(str), runs.loc[own, "figure_kind"], strict=True))
+
+
+def scaled_on(cells: pd.DataFrame, runs: pd.DataFrame) -> list[str]:
+    """Per cell (with `run_ids`): the kind its runs declared, BUNDLED for a bundled program's."""
+    kinds = declared_kinds(runs)
+    return [
+        next((kinds[str(r)] for r in ids if str(r) in kinds), BUNDLED)
+        if isinstance(ids, list | tuple)
+        else BUNDLED
+        for ids in cells.get("run_ids", pd.Series([()] * len(cells), index=cells.index))
+    ]
+
+
+def compared_on(cells: pd.DataFrame) -> tuple[str, bool]:
+    """The column cells are compared and drawn on, and whether higher is better: a `time:`
+    campaign's time (its `images_per_s` is empty), else the throughput."""
+    on = cells.get("scaled_on")
+    if on is not None and len(cells) and bool((on == TIME).all()):
+        return COLUMN_OF_KIND[TIME], False
+    return COLUMN_OF_KIND[THROUGHPUT], True
+
+
+def strong_rule(cells: pd.DataFrame) -> str:
+    """How the report says strong scaling was judged, from what the cells' speedups stand on
+    (`speedup_on`, add_scaling_metrics): one sentence per definition in use."""
+    strong = cells[cells["scaling"] == "strong"] if "scaling" in cells.columns else cells
+    on = set(strong.get("speedup_on", pd.Series(dtype=object)).dropna())
+    declared = set(strong.get("scaled_on", pd.Series(dtype=object)).dropna()) - {BUNDLED}
+    said = []
+    if TIME in on:
+        said.append(
+            "Strong scaling is judged on time: speedup = T₁ / T_N, efficiency = T₁ / (N·T_N)"
+            + (" (your program's declared `time:` metric)." if TIME in declared else ".")
+        )
+    if THROUGHPUT in on:
+        said.append(
+            "Strong scaling is judged on throughput: speedup = X_N / X₁, efficiency = "
+            "X_N / (N·X₁)"
+            + (
+                " (the metric your program declared as `throughput:`, not its epoch time)."
+                if THROUGHPUT in declared
+                else " (no time was measured)."
+            )
+        )
+    return " ".join(said) or "Strong scaling is judged on time: efficiency = T₁ / (N·T_N)."

@@ -70,6 +70,17 @@ def unfinished_check(
     ]
 
 
+def not_completed_check(
+    runs: pd.DataFrame, ctx: TableContext = NONE, cells: pd.DataFrame | None = None
+) -> list[Flag]:
+    """Runs whose last known state is not COMPLETED (`ctx.not_completed`): whatever they
+    printed, not measurements; their state and reason, never a figure."""
+    return [
+        Flag(rid, "not_completed", "excluded", f"{state}: {why}; not a measurement, left out")
+        for rid, state, why in ctx.not_completed
+    ]
+
+
 def truncated_timeline_check(
     runs: pd.DataFrame, ctx: TableContext = NONE, cells: pd.DataFrame | None = None
 ) -> list[Flag]:
@@ -112,6 +123,7 @@ def baseline_check(
 
 
 CHECKS += [unreadable_check, unfinished_check, truncated_timeline_check, baseline_check]
+CHECKS += [not_completed_check]
 
 
 def without_partial_timelines(runs: pd.DataFrame, include: bool = False) -> pd.DataFrame:
@@ -172,8 +184,21 @@ def superlinear_check(
     )
     return [
         Flag(f.run_id, "superlinear", "flagged", f.reason)
-        for f in contention.superlinear_findings(_derived(runs, ctx, cells), tainted)
+        for f in contention.superlinear_findings(
+            beyond_resolution(_derived(runs, ctx, cells)), tainted
+        )
     ]
+
+
+def beyond_resolution(cells: pd.DataFrame) -> pd.DataFrame:
+    """The cells with an efficiency the clock's resolution cannot explain: one within
+    1 + `efficiency_tolerance` (analysis.resolution) is no finding, so its efficiency is
+    blanked here (the cells themselves keep theirs)."""
+    if "efficiency_tolerance" not in cells.columns or "efficiency" not in cells.columns:
+        return cells
+    eff = pd.to_numeric(cells["efficiency"], errors="coerce")
+    tol = pd.to_numeric(cells["efficiency_tolerance"], errors="coerce").fillna(0.0)
+    return cells.assign(efficiency=eff.where(eff > 1.0 + tol))
 
 
 def input_bound_check(

@@ -4,7 +4,9 @@ Strong scaling holds the problem fixed, so it is judged on time: efficiency = T_
 Weak scaling grows the problem with the ranks, so it is judged on throughput:
 efficiency = X_N / (s * X_b). Here b is the group's baseline and s = N / N_b (s = N when the
 baseline has one node/GPU, giving the textbook T1 / (N * TN) and XN / (N * X1)). Communication
-overhead is seed 000's: 1/efficiency - 1 = (N * T_N - T_1) / T_1.
+overhead is seed 000's: 1/efficiency - 1 = (N * T_N - T_1) / T_1. These are the bundled
+programs' definitions; a command workload is judged on the metric it declared (`throughput:`
+X_N / X_b for strong scaling too, `time:` T_b / T_N), never on another column it printed.
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 import pandas as pd
+
+from hpcscale.analysis.metric import BUNDLED, THROUGHPUT, TIME
 
 ArrayLike = npt.ArrayLike
 
@@ -60,7 +64,9 @@ def with_throughput(df: pd.DataFrame) -> pd.DataFrame:
 
 def add_scaling_metrics(cells: pd.DataFrame) -> pd.DataFrame:
     """Add speedup, efficiency, overhead and overhead_pct to cells that carry baseline columns
-    (`baseline.with_baseline`). Scaling 'none' gets a throughput speedup and no efficiency."""
+    (`baseline.with_baseline`), and `speedup_on` (TIME or THROUGHPUT: what they divide).
+    Scaling 'none' gets a throughput speedup and no efficiency. A command's cells (`scaled_on`
+    from derive) are judged on the metric it declared: `throughput:` X_N/X_b, `time:` T_b/T_N."""
     out = cells.copy()
     strong = (out["scaling"] == "strong").to_numpy()
     weak = (out["scaling"] == "weak").to_numpy()
@@ -73,7 +79,12 @@ def add_scaling_metrics(cells: pd.DataFrame) -> pd.DataFrame:
     timed = pd.Series(np.isfinite(speedup_strong(t_b, t_n)), index=out.index)
     if "group" in out.columns:
         timed = timed.groupby(out["group"].to_numpy()).transform("any")
-    on_time = strong & timed.to_numpy()
+    # A command is judged on the metric it declared (`scaled_on`), whatever else it printed.
+    declared = out.get("scaled_on", pd.Series(BUNDLED, index=out.index)).to_numpy(object)
+    on_time = strong & np.where(declared == BUNDLED, timed.to_numpy(), declared == TIME)
+    out["speedup_on"] = np.where(strong | weak, np.where(on_time, TIME, THROUGHPUT), None).astype(
+        object
+    )
     out["speedup"] = np.where(on_time, speedup_strong(t_b, t_n), speedup_weak(x_b, x_n))
     eff = np.where(
         on_time,

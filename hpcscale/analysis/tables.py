@@ -14,6 +14,7 @@ import pandas as pd
 
 from hpcscale.analysis.intervals import LEVEL, pct
 from hpcscale.analysis.references import ReferenceResult, bounds, describe
+from hpcscale.analysis.strategies import strategy_names
 from hpcscale.core.vocab import arg_columns, term
 
 AXIS_LABELS: dict[str, str] = {"nodes": "Nodes", "ranks": "Ranks", "gpus": "# GPUs"}
@@ -42,23 +43,11 @@ OVERHEAD_LABEL = "Scaling loss (seed 000 overhead, 1/E−1) (%)"
 COMM_SHARE_LABEL = "Comm. share of epoch (measured, Horovod timeline) (%)"
 # A program without epoch times (a command workload's) has only its timeline's span to divide by.
 COMM_SPAN_SHARE_LABEL = "Comm. share of timeline span (start-up included) (%)"
-_CROSS_DEVICE = {
-    "nccl": "NcclAllReduce",
-    "reduce_to_one": "ReductionToOneDevice",
-    "hierarchical_copy": "HierarchicalCopy",
-}
 
 
 def axis_label(cells: pd.DataFrame) -> str:
     axis = str(cells["axis"].iloc[0]) if "axis" in cells.columns and len(cells) else "nodes"
     return AXIS_LABELS.get(axis, axis)
-
-
-def strategy_name(strategy: str, cross_device_ops: object, mpi: str) -> str:
-    """Seed 000 names MirroredStrategy runs by their cross-device op; Horovod runs by MPI."""
-    if strategy == "mirrored":
-        return _CROSS_DEVICE.get(str(cross_device_ops), "MirroredStrategy")
-    return f"Horovod ({mpi})"
 
 
 def swept_args(cells: pd.DataFrame) -> list[str]:
@@ -114,7 +103,7 @@ def scaling_table(cells: pd.DataFrame) -> pd.DataFrame:
         at = list(out.columns).index("Images/s") + 1
         out.insert(at, IMAGES_CI, _with_level(ordered, "images_per_s"))
     out = with_args(out, ordered)
-    names = _strategy_names(ordered)
+    names = strategy_names(ordered)
     if len(set(names)) > 1:  # the seeds' tables hold one strategy; say which when they differ
         out.insert(1, "Strategy", names)
     return out
@@ -130,7 +119,7 @@ def overhead_table(cells: pd.DataFrame) -> pd.DataFrame:
     out = pd.DataFrame(
         {
             "Model": ordered["model"],
-            "Strategy": _strategy_names(ordered),
+            "Strategy": strategy_names(ordered),
             label: ordered["axis_value"],
             OVERHEAD_LABEL: ordered["overhead_pct"],
             COMM_SHARE_LABEL: 100.0 * ordered["comm_s"] / ordered["epoch_time_s"],
@@ -242,7 +231,7 @@ def predictions_table(pred: pd.DataFrame) -> pd.DataFrame:
     if pred.empty:
         return pd.DataFrame(columns=["Model", "Scaling", "Nodes", "Law", "Predicted", "Kind"])
     label = axis_label(pred)
-    return pd.DataFrame(
+    out = pd.DataFrame(
         {
             "Model": pred["model"],
             "Scaling": pred["scaling"].map({"strong": "S", "weak": "W"}),
@@ -259,7 +248,8 @@ def predictions_table(pred: pd.DataFrame) -> pd.DataFrame:
             "Beyond system": pred["beyond_system"].map({True: "beyond max_nodes", False: ""}),
             "Kind": pred["label"],
         }
-    ).reset_index(drop=True)
+    )
+    return with_args(out, pred).reset_index(drop=True)  # a swept argument, as in the results
 
 
 def comm_cost_table(cost: pd.DataFrame) -> pd.DataFrame:
@@ -377,13 +367,6 @@ def _with_overlap_columns(rows: pd.DataFrame, lead: dict[str, object]) -> pd.Dat
         if col in rows.columns and rows[col].notna().any():
             out[name] = rows[col]
     return out.reset_index(drop=True)
-
-
-def _strategy_names(rows: pd.DataFrame) -> list[str]:
-    return [
-        strategy_name(s, c, m)
-        for s, c, m in zip(rows["strategy"], rows["cross_device_ops"], rows["mpi"], strict=True)
-    ]
 
 
 def _ordered(cells: pd.DataFrame, by: list[str]) -> pd.DataFrame:

@@ -125,7 +125,9 @@ def collect(
 ) -> None:
     """Gather finished runs' metrics (and timelines) into results.parquet and results.csv.
 
-    Exit code 1 when finished runs' results are unreadable (named; the others are written)."""
+    Only completed runs are measurements: one that failed, was cancelled or is still running is
+    kept in the files with its `state` and left out of every table (said in one line). Exit
+    code 1 when runs' results are unreadable (named; the others are written)."""
     from hpcscale.collect.collector import frame_of
 
     reports: list[dict[str, Any]] = []
@@ -137,7 +139,10 @@ def collect(
         progress=not json_out,
         include_stale=include_stale,
     ):
-        unreadable += [f"{res.campaign}/{p.run_id}" for p in res.unreadable]
+        unreadable += [
+            f"{res.campaign}/{p.run_id} ({p.reason.splitlines()[0][:160] if p.reason else '?'})"
+            for p in res.unreadable
+        ]
         rows = res.rows if include_partial_timelines else [_hide_partial(r) for r in res.rows]
         if json_out:
             df = frame_of(rows)
@@ -150,6 +155,10 @@ def collect(
                     "new": res.new,
                     "cached": res.cached,
                     "unfinished": res.unfinished,
+                    "not_completed": [
+                        {"run_id": r, "state": st, "reason": why}
+                        for r, st, why in res.not_completed
+                    ],
                     "problems": [
                         {"run_id": p.run_id, "reason": p.reason, "partial": p.partial}
                         for p in res.problems
@@ -203,6 +212,8 @@ def _print_collected(res: Any, rows: list[dict[str, Any]], with_timeline: bool) 
     for p in res.problems:
         style = "yellow" if p.partial else "red"
         err_console.print(f"[{style}]{p.run_id}:[/] {escape(p.reason)}", highlight=False)
+    if (line := res.left_out()) is not None:  # one line: how many, and why
+        err_console.print(f"[yellow]{escape(line)}[/]", highlight=False, soft_wrap=True)
 
 
 def _cell(v: Any) -> str:

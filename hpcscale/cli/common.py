@@ -10,8 +10,9 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-console = Console()
-err_console = Console(stderr=True)
+# no emoji codes: `:x:` in a job's output or a path is text, never ❌
+console = Console(emoji=False)
+err_console = Console(stderr=True, emoji=False)
 # piped or redirected: one line per message, never wrapped at a guessed width (a path or a run id
 # cut in two is no use to a script)
 console.soft_wrap = not console.is_terminal
@@ -43,7 +44,10 @@ WorkdirOpt = Annotated[
 ]
 CampaignArg = Annotated[
     str,
-    typer.Argument(help="campaign YAML file (e.g. campaigns/quickstart.yaml)", show_default=False),
+    typer.Argument(
+        help="campaign YAML file (e.g. campaign.yaml, as `hpcscale init` writes it)",
+        show_default=False,
+    ),
 ]
 CampaignsArg = Annotated[
     str | None,

@@ -14,6 +14,7 @@ from hpcscale import api
 from hpcscale.cli.common import CampaignsArg, IncludeStaleOpt, WorkdirOpt, console, err_console
 from hpcscale.cli.tables import Col, Grid
 from hpcscale.errors import HpcscaleError
+from hpcscale.util.reportdir import refuse_foreign
 from hpcscale.util.text import plural
 
 if TYPE_CHECKING:
@@ -65,9 +66,15 @@ def report(
         ),
     ] = False,
     include_stale: IncludeStaleOpt = False,
+    force: Annotated[
+        bool,
+        typer.Option("--force", help="let --out overwrite a report hpcscale did not write there"),
+    ] = False,
     workdir: WorkdirOpt = None,
 ) -> None:
     """Write the scaling report: tables in the seed reports' shapes, figures, provenance."""
+    if out is not None and not force:
+        refuse_foreign(out)
     result = api.report(
         campaign,
         workdir,

@@ -8,9 +8,11 @@ from typing import TYPE_CHECKING, Any
 
 from rich.markup import escape
 from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+from rich.text import Text
 
 from hpcscale.cli.common import console, err_console
 from hpcscale.state.states import RunState
+from hpcscale.util.text import printable
 
 if TYPE_CHECKING:
     from hpcscale.core.render import Rendered
@@ -78,9 +80,8 @@ class RichReporter:
             self.progress.update(self.tasks[r.run.run_id], **fields)
             if self.overall is not None:
                 self.progress.advance(self.overall)
-        if not done:
-            err_console.print(
-                f"[red]run {r.run.run_id} {state.lower()}[/red]; last lines of its log "
-                f"({r.run_dir}):\n{escape(tail or '(nothing)')}",
-                highlight=False,
-            )
+        if not done:  # the job's own text: a Text (no markup, no emoji), without escapes
+            said = Text(f"run {r.run.run_id} {state.lower()}", style="red")
+            said.append(f"; last lines of its log ({r.run_dir}):\n")
+            said.append(printable(tail or "(nothing)"))
+            err_console.print(said, highlight=False, emoji=False)

@@ -27,8 +27,8 @@ from hpcscale.cli.common import (
 from hpcscale.cli.tables import Col, Grid
 from hpcscale.errors import HpcscaleError
 from hpcscale.state.states import RunState
-from hpcscale.util.logtail import last_lines
-from hpcscale.util.text import plural
+from hpcscale.util.logtail import copy_shown
+from hpcscale.util.text import plural, printable
 
 COLOURS = {
     RunState.COMPLETED: "green",
@@ -78,7 +78,7 @@ def status_table(st: api.CampaignStatus) -> Grid:
         if failed:
             shown = out.output if out is not None and row.state.failed else None
             cells.append(shown_path(shown) if shown else "")
-        cells.append(out.reason if out is not None and out.reason else message)
+        cells.append(printable(out.reason if out is not None and out.reason else message))
         table.add_row(*cells, styles=[None, color, *[None] * (len(cells) - 2)])
     return table
 
@@ -162,8 +162,8 @@ def logs(
         for i, path in enumerate(log.files):
             if len(log.files) > 1:
                 out.write(f"{chr(10) if i else ''}==> {path} <==\n".encode())
-            if tail is not None:
-                out.write(last_lines(path, tail))
+            if tail is not None or sys.stdout.isatty():  # a terminal gets no job's escapes
+                copy_shown(path, out, tail, sys.stdout.isatty())
             else:
                 with open(path, "rb") as fh:
                     shutil.copyfileobj(fh, out)

@@ -1,24 +1,30 @@
-"""Gather every finished run of a campaign into one tidy table (one row per run).
+"""Gather every run of a campaign into one tidy table (one row per run).
 
 Reads `runs/<id>/{run.json, metrics.json}` and, with `timeline=True`, `timeline.json` and
 `steps.json`; writes `results.parquet` and `results.csv` in the campaign directory. Incremental:
 a cache (`.collect-cache.json`) keyed by run id and the files' sizes and mtimes means only new or
 changed runs are read again (a run collected with its timeline also serves a later collect
-without --timeline, timeline columns included). A run whose files are missing or corrupt is
-reported with the reason and the others go on. Column names are the analysis contract
+without --timeline, timeline columns included). Column names are the analysis contract
 (`hpcscale.analysis`).
+
+Only a run whose last known state is COMPLETED is a measurement (hpcscale.state.run_state: the
+ledger, else the run's own exit record): any other run's row is kept in the files with its
+`state`, and left out of `Collected.rows`, the frame and every analysis (`not_completed`, with
+its state and reason). One bad run never blocks the others: any exception while reading one
+run's files (stat, ledger, row, a value Parquet cannot store) makes it unreadable, named with
+the reason, and the others are collected.
 
 Timeline columns are per timed epoch: when `steps.json` is there the timeline is clipped to the
 window from the first timed step to the last (burn-in and start-up excluded) and divided by the
-number of epochs; without it the whole timeline is divided by the epochs in `metrics.json`
-(start-up included). `allreduce_bytes_per_step` divides by the timed steps likewise.
-Stale runs (`hpcscale.state.stale`) are left out unless `include_stale` (a `stale` column).
+number of epochs; without it the whole timeline is divided by the epochs the run reports having
+run (none known: per-run totals and the span share only). `allreduce_bytes_per_step` divides by
+the timed steps likewise. Stale runs (`hpcscale.state.stale`) are left out unless
+`include_stale` (a `stale` column).
 """
 
 from __future__ import annotations
 
 import json
-import math
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -26,30 +32,32 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from hpcscale.analysis import (
-    EXACT_COLUMNS,
-    LIST_COLUMNS,
-    METRIC_COLUMNS,
-    RUN_COLUMNS,
-    TIMELINE_COLUMNS,
-)
 from hpcscale.analysis.context import TableContext
 from hpcscale.analysis.metric import ScalingMetric
 from hpcscale.collect.readers.command_row import NOT_RUN as NOT_RUN_OUTPUT
-from hpcscale.collect.readers.command_row import UNPARSED
-from hpcscale.collect.run_row import TIMELINE_EXTRA, RunProblem, planned_row, run_row
-from hpcscale.core.paths import campaign_dir
-from hpcscale.core.vocab import CONTENTION_COLUMNS, QUALITY_COLUMNS, arg_columns
+from hpcscale.collect.run_row import RunProblem, planned_row, run_row
+from hpcscale.collect.table import (  # noqa: F401  (the table's names, re-exported)
+    COLUMNS,
+    EXTRA_COLUMNS,
+    RESULTS_CSV,
+    RESULTS_PARQUET,
+    frame_of,
+    load_results,
+    unstorable,
+    unwritable,
+    write_table,
+)
 from hpcscale.errors import UsageError
 from hpcscale.formats.atomic import atomic_write
+from hpcscale.formats.exit_record import EXIT_NAME
 from hpcscale.formats.outputs import LOCAL_OUT, SLURM_OUT_GLOB
+from hpcscale.state.run_state import KnownState, run_states
 from hpcscale.state.stale import stale_runs
+from hpcscale.state.states import RunState
 
-RESULTS_PARQUET = "results.parquet"
-RESULTS_CSV = "results.csv"
 CACHE_FILE = ".collect-cache.json"
 # Bump when a row's content changes meaning: every cached row is then read again.
-COLLECTOR_VERSION = 11  # 2: model_family, program, run.json typed; 3: campaign_version
+COLLECTOR_VERSION = 13  # 2: model_family, program, run.json typed; 3: campaign_version
 # 4: contention columns (start/end times, machines, load); 5: timeline_truncated, _coverage
 # 6: train_loss, val_loss, input_images_per_s, params, sample_grids
 # 7: every run field of a cell (epochs from run.json, launcher, ...) and args.<name> columns
@@ -57,30 +65,11 @@ COLLECTOR_VERSION = 11  # 2: model_family, program, run.json typed; 3: campaign_
 # 9: command workloads (command, cwd; figures read from the job's output)
 # 10: figure_kind; a command's `time:` metric fills epoch_time_s
 # 11: comm_span_share (communication / timeline span, runs without steps.json)
-INPUT_FILES = ("run.json", "metrics.json", "timeline.json", "steps.json", LOCAL_OUT)
+# 12: `state`; a command's timeline divided by the epochs and steps it ran (none known: NaN);
+#     a command's start/end times, host and load from its exit record
+# 13: `interpreter` (workload.interpreter: as-written), a cell field
+INPUT_FILES = ("run.json", "metrics.json", "timeline.json", "steps.json", LOCAL_OUT, EXIT_NAME)
 NOT_RUN = ("no metrics.json", NOT_RUN_OUTPUT)  # a run with no results yet: unfinished
-
-EXTRA_COLUMNS = (
-    "model_family",
-    "steps_per_epoch",
-    "step_time_p50_ms",
-    "run_dir",
-    "campaign_version",
-    "stale",
-)
-COLUMNS: tuple[str, ...] = (
-    *RUN_COLUMNS,
-    *METRIC_COLUMNS,
-    *LIST_COLUMNS,
-    *TIMELINE_COLUMNS,
-    "queue_s",
-    "memcpy_s",
-    *EXACT_COLUMNS,
-    *TIMELINE_EXTRA,
-    *QUALITY_COLUMNS,
-    *EXTRA_COLUMNS,
-    *CONTENTION_COLUMNS,
-)
 NAN = float("nan")
 
 
@@ -95,7 +84,7 @@ class Problem:
 class Collected:
     campaign: str
     directory: Path
-    rows: list[dict[str, Any]]
+    rows: list[dict[str, Any]]  # the measured runs (COMPLETED): what every analysis reads
     new: int = 0
     cached: int = 0
     unfinished: list[str] = field(default_factory=list)
@@ -105,6 +94,10 @@ class Collected:
     # each group's baseline does not depend on which runs happened to finish
     planned: list[dict[str, Any]] = field(default_factory=list)
     stale_included: bool = False  # stale runs are in `rows` (include_stale)
+    # (run id, state, reason) of runs whose last known state is not COMPLETED: not measured
+    not_completed: list[tuple[str, str, str]] = field(default_factory=list)
+    # their rows (with `state`): kept in results.parquet and .csv, never in `rows`
+    unmeasured_rows: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def unreadable(self) -> list[Problem]:
@@ -113,7 +106,7 @@ class Collected:
 
     @cached_property
     def frame(self):  # -> pd.DataFrame
-        """The tidy table of `rows` (`frame_of`), built once."""
+        """The tidy table of the measured `rows` (`frame_of`), built once."""
         return frame_of(self.rows)
 
     @property
@@ -128,6 +121,7 @@ class Collected:
             stale=self.stale,
             stale_included=self.stale_included,
             metric=ScalingMetric.of_rows(self.rows),
+            not_completed=self.not_completed,
         )
 
     @property
@@ -138,22 +132,63 @@ class Collected:
     def csv(self) -> Path:
         return self.directory / RESULTS_CSV
 
+    def left_out(self) -> str | None:
+        """collect's one line on the runs it did not measure, and why (None: none)."""
+        if not self.not_completed:
+            return None
+        by: dict[str, list[str]] = {}
+        for rid, state, _why in self.not_completed:
+            by.setdefault(state, []).append(rid)
+        counts = ", ".join(f"{len(ids)} {state}" for state, ids in sorted(by.items()))
+        first = "; ".join(f"{rid} {state}: {why}" for rid, state, why in self.not_completed[:3])
+        more = f"; and {len(self.not_completed) - 3} more" if len(self.not_completed) > 3 else ""
+        n = len(self.not_completed)
+        return (
+            f"{n} run{'s' if n != 1 else ''} left out, not completed so not measured "
+            f"({counts}): {first}{more}".replace("\n", " ")
+        )
+
 
 # ------------------------------------------------------------------ one run
 
 
 def _fingerprint(run_dir: Path) -> list[list[int]]:
+    """Sizes and mtimes of the run's input files (-1 for one missing or unreadable)."""
     out = []
-    for name in INPUT_FILES:
+    for path in [*(run_dir / name for name in INPUT_FILES), *sorted(run_dir.glob(SLURM_OUT_GLOB))]:
         try:
-            st = (run_dir / name).stat()
+            st = path.stat()
             out.append([st.st_size, st.st_mtime_ns])
-        except OSError:
+        except (OSError, ValueError):  # missing, a dangling link, a name the OS refuses
             out.append([-1, -1])
-    for path in sorted(run_dir.glob(SLURM_OUT_GLOB)):  # a command run's output (SLURM)
-        st = path.stat()
-        out.append([st.st_size, st.st_mtime_ns])
     return out
+
+
+def _read_one(d: Path, timeline: bool, fp: list[list[int]]) -> dict[str, Any]:
+    """One run's cache entry: its row and notes, or the error that stops it (any exception:
+    one bad run never stops the others)."""
+    try:
+        row, notes = run_row(d, timeline)
+        if (why := unstorable(row)) is not None:
+            return {"fingerprint": fp, "timeline": timeline, "error": why}
+        return {"fingerprint": fp, "timeline": timeline, "row": row, "notes": notes}
+    except RunProblem as exc:
+        return {"fingerprint": fp, "timeline": timeline, "error": str(exc)}
+    except Exception as exc:  # whatever a damaged file raised
+        return {"fingerprint": fp, "timeline": timeline, "error": _crash(exc)}
+
+
+def _crash(exc: BaseException) -> str:
+    text = str(exc)[:200] or "no message"
+    return f"unreadable: {type(exc).__name__} while reading its files: {text}"
+
+
+def _planned(d: Path) -> dict[str, Any] | None:
+    try:
+        plan = planned_row(d)
+    except Exception:  # its row, or its error, says what is wrong
+        return None
+    return plan if plan is None or unstorable(plan) is None else None
 
 
 # ------------------------------------------------------------------ the cache
@@ -185,6 +220,17 @@ def run_dirs(campaign_path: Path) -> list[Path]:
     return sorted(p for p in runs.iterdir() if p.is_dir() and (p / "run.json").exists())
 
 
+def _states(cdir: Path, dirs: list[Path]) -> tuple[dict[str, KnownState], str | None]:
+    """Each run's last known state; a ledger that cannot be read at all leaves every run to its
+    exit record (and says why)."""
+    try:
+        return run_states(cdir, dirs), None
+    except Exception as exc:  # a ledger the rebuild could not save either
+        from hpcscale.state.run_state import states_without_ledger
+
+        return states_without_ledger(dirs), f"ledger unreadable ({type(exc).__name__}: {exc})"
+
+
 def collect_campaign(
     campaign_path: str | os.PathLike[str],
     timeline: bool = False,
@@ -196,7 +242,10 @@ def collect_campaign(
     if not cdir.is_dir():
         raise UsageError(f"{cdir}: no such campaign directory")
     dirs = run_dirs(cdir)
-    stale = stale_runs(cdir, dirs)
+    try:
+        stale = stale_runs(cdir, dirs)
+    except Exception:  # no ledger to tell: the run.json versions only
+        stale = set()
     cache_path = cdir / CACHE_FILE
     cache = _load_cache(cache_path)
     out = Collected(cdir.name, cdir, rows=[], stale=[d.name for d in dirs if d.name in stale])
@@ -207,68 +256,65 @@ def collect_campaign(
         dirs = [d for d in dirs if d.name not in stale]
         fresh.update({rid: cache[rid] for rid in out.stale if rid in cache})
     for d in dirs:
-        fp = _fingerprint(d)
+        try:
+            fp = _fingerprint(d)
+        except Exception as exc:  # a directory that cannot even be listed
+            fresh[d.name] = {"fingerprint": None, "timeline": timeline, "error": _crash(exc)}
+            continue
         entry = cache.get(d.name)
         # Only good rows are reused: a run that failed to read is tried again every time (a
         # newer hpcscale, or a job that was still writing, may read it now).
-        reusable = entry and "row" in entry and entry.get("fingerprint") == fp
+        reusable = isinstance(entry, dict) and "row" in entry and entry.get("fingerprint") == fp
         if reusable and (entry.get("timeline") or not timeline):
             fresh[d.name] = entry
             out.cached += 1
         else:
             todo.append((d, fp))
     for d, fp in _progress(todo, progress, cdir.name):
-        try:
-            row, notes = run_row(d, timeline)
-            fresh[d.name] = {"fingerprint": fp, "timeline": timeline, "row": row, "notes": notes}
-        except RunProblem as exc:
-            fresh[d.name] = {"fingerprint": fp, "timeline": timeline, "error": str(exc)}
+        fresh[d.name] = _read_one(d, timeline, fp)
         out.new += 1
-    done = _done_in_ledger(cdir)
+    states, ledger_problem = _states(cdir, dirs)
     for d in dirs:
-        entry = fresh[d.name]
-        if (plan := planned_row(d)) is not None:
-            out.planned.append({**plan, "run_id": d.name})
-        if "row" in entry:
-            out.rows.append({**entry["row"], "stale": d.name in stale})
-            out.problems.extend(Problem(d.name, n, partial=True) for n in entry.get("notes", []))
-        elif str(entry.get("error", "")).startswith(NOT_RUN) and d.name in done:
-            why = f"{done[d.name]} in the ledger, but {entry['error'].split(':')[0]}"
-            out.problems.append(Problem(d.name, why))
-        elif str(entry.get("error", "")).startswith(NOT_RUN) or (
-            done.ledger and d.name not in done and _is_unparsed(entry)
-        ):  # a command run still running (or failed): its output is not the whole of it
-            out.unfinished.append(d.name)
-        else:
-            out.problems.append(Problem(d.name, entry.get("error", "unknown error")))
+        _place(out, d, fresh[d.name], states[d.name], d.name in stale)
+    if ledger_problem:
+        out.problems.append(Problem("(ledger)", ledger_problem, partial=True))
     write_results(out)
     _save_cache(cache_path, fresh)
     return out
 
 
-class _Done(dict):
-    """Run id -> state of the runs the ledger says completed; `ledger`: there is one."""
-
-    ledger = False
-
-
-def _is_unparsed(entry: dict[str, Any]) -> bool:
-    return str(entry.get("error", "")).startswith(UNPARSED)
-
-
-def _done_in_ledger(cdir: Path) -> _Done:
-    """Runs the ledger says completed (run id -> state); none when there is no ledger."""
-    from hpcscale.state.ledger import LEDGER_NAME, Ledger
-    from hpcscale.state.states import RunState
-
-    done = _Done()
-    if not (cdir / LEDGER_NAME).exists():
-        return done
-    with Ledger(cdir) as ledger:
-        rows = ledger.rows()
-    done.ledger = True
-    done.update({r.run_id: str(r.state) for r in rows if r.state == RunState.COMPLETED})
-    return done
+def _place(out: Collected, d: Path, entry: dict[str, Any], known: KnownState, stale: bool) -> None:
+    """One run into `out`: a measured row, a row kept but not measured, unfinished, or a
+    problem."""
+    rid = d.name
+    if (plan := _planned(d)) is not None:
+        out.planned.append({**plan, "run_id": rid})
+    state = known.state
+    ended_badly = state.terminal and not known.measured
+    if "row" in entry:
+        row = {**entry["row"], "stale": stale, "state": str(state)}
+        if known.measured:
+            out.rows.append(row)
+            out.problems.extend(Problem(rid, n, partial=True) for n in entry.get("notes", []))
+        else:
+            out.unmeasured_rows.append(row)
+            out.not_completed.append((rid, str(state), known.reason))
+        return
+    error = str(entry.get("error", "unknown error"))
+    if ended_badly:  # a failed run's results are not there, or not whole: its failure says why
+        out.not_completed.append((rid, str(state), known.reason))
+    elif error.startswith(NOT_RUN) and known.measured:
+        by = "in the ledger" if known.source == "ledger" else f"by its {known.source}"
+        why = f"{state} {by}, but {error.split(':')[0]}"
+        out.problems.append(Problem(rid, why))
+    elif (
+        state.active
+        or state is RunState.RENDERED
+        or (error.startswith(NOT_RUN) and state is RunState.UNKNOWN)
+    ):  # still to run or running: its output is not the whole of it
+        out.unfinished.append(rid)
+    else:
+        out.problems.append(Problem(rid, error))
 
 
 def _progress(items: list[Any], enabled: bool, label: str) -> Iterable[Any]:
@@ -292,93 +338,29 @@ def _progress(items: list[Any], enabled: bool, label: str) -> Iterable[Any]:
             bar.advance(task)
 
 
-def frame_of(rows: list[dict[str, Any]]):  # -> pd.DataFrame
-    """Rows as a DataFrame with the contract's columns first (missing ones as NaN/None), then
-    the workload arguments (`args.<name>`, None where a run has no such argument)."""
-    import pandas as pd
-
-    df = pd.DataFrame(rows)
-    cols = [c for c in COLUMNS if c not in df.columns]
-    for c in cols:
-        df[c] = None if c in LIST_COLUMNS else NAN
-    args = list(arg_columns(df.columns))
-    for c in args:
-        df[c] = _one_type(df[c])
-    rest = [c for c in df.columns if c not in COLUMNS and c not in args]
-    return df[[*COLUMNS, *args, *rest]]
-
-
-def _one_type(values):  # pd.Series -> pd.Series
-    """An argument column Parquet can store: numbers (bools apart) or text as they are, a mix
-    of kinds as text (`1` and `'auto'` -> '1', 'auto'); missing values stay None."""
-
-    def missing(v: Any) -> bool:
-        return v is None or (isinstance(v, float) and math.isnan(v))
-
-    kinds = {
-        "bool" if isinstance(v, bool) else "number" if isinstance(v, int | float) else "text"
-        for v in values
-        if not missing(v)
-    }
-    if len(kinds) <= 1:
-        return values
-    return values.map(lambda v: None if missing(v) else str(v)).astype(object)
-
-
 def write_results(out: Collected) -> None:
-    """`results.parquet` (native list/dict columns) and `results.csv` (those as JSON text)."""
-    import io
-
-    df = out.frame
-    buf = io.BytesIO()
-    df.to_parquet(buf, index=False)
-    atomic_write(out.parquet, buf.getvalue())
-    flat = df.copy()
-    for c in LIST_COLUMNS:
-        flat[c] = [None if v is None else json.dumps(v) for v in flat[c]]
-    atomic_write(out.csv, flat.to_csv(index=False))
+    """`results.parquet` and `results.csv`: every run read, measured or not (its `state`). A
+    row Parquet refuses makes its run unreadable; the others are written."""
+    rows = [*out.rows, *out.unmeasured_rows]
+    try:
+        df = frame_of(rows)
+        write_table(df, out.parquet, out.csv)
+        return
+    except Exception:  # find the rows that stop it, write the rest
+        bad = unwritable(rows)
+    ids = {str(rows[i].get("run_id")): why for i, why in bad.items()}
+    out.rows = [r for r in out.rows if str(r.get("run_id")) not in ids]
+    out.unmeasured_rows = [r for r in out.unmeasured_rows if str(r.get("run_id")) not in ids]
+    out.not_completed = [t for t in out.not_completed if t[0] not in ids]
+    out.problems = [p for p in out.problems if p.run_id not in ids]
+    out.problems += [Problem(rid, why) for rid, why in ids.items()]
+    out.__dict__.pop("frame", None)
+    write_table(frame_of([*out.rows, *out.unmeasured_rows]), out.parquet, out.csv)
 
 
 def collect(campaign_dir: str | os.PathLike[str], timeline: bool, **options: bool):
     """Collect one campaign directory (`options`: collect_campaign's progress, include_stale)
-    and return its tidy table. Problems, planned, unfinished and stale runs are in the
-    `Collected` that `collect_campaign` returns (`.context`), not in the frame's `attrs`."""
+    and return its tidy table of measured runs. Problems, planned, unfinished, not completed
+    and stale runs are in the `Collected` that `collect_campaign` returns (`.context`), not in
+    the frame's `attrs`."""
     return collect_campaign(campaign_dir, timeline=timeline, **options).frame
-
-
-def load_results(campaign: str | os.PathLike[str], workdir: str | os.PathLike[str] | None = None):
-    """The table `hpcscale collect` saved for a campaign, named as the CLI takes it (a name in
-    the workdir, its campaign YAML file, or a directory), with list and dict columns as plain
-    Python lists and dicts."""
-    import pandas as pd
-
-    from hpcscale.core.paths import select_campaigns
-
-    p = Path(campaign)
-    if (p / RESULTS_PARQUET).exists():
-        cdir = p
-    elif p.suffix in (".yaml", ".yml") or p.is_file() or p.is_dir():
-        (cdir,) = select_campaigns(str(campaign), workdir)
-    else:
-        cdir = campaign_dir(str(campaign), workdir)
-    path = cdir / RESULTS_PARQUET
-    if not path.exists():
-        raise UsageError(f"{path}: no results yet; run `hpcscale collect {campaign}` first")
-    df = pd.read_parquet(path)
-    for c in LIST_COLUMNS:
-        if c in df.columns:
-            df[c] = [_plain(v) for v in df[c]]
-    return df
-
-
-def _plain(value: Any) -> Any:
-    """pyarrow hands back numpy arrays and structs padded with None keys: undo both."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return None
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items() if v is not None}
-    if hasattr(value, "tolist"):
-        return value.tolist()
-    if isinstance(value, list):
-        return [_plain(v) for v in value]
-    return value

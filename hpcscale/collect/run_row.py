@@ -6,6 +6,7 @@ steps.json give the per-epoch timeline columns (see hpcscale.collect.collector f
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ from hpcscale.collect.timeline import (
 )
 from hpcscale.core.vocab import args_as_columns
 from hpcscale.errors import HpcscaleError
+from hpcscale.formats.exit_record import read_exit_record
 from hpcscale.formats.metrics import Metrics, load_metrics
 from hpcscale.formats.run_record import RunRecord, load_run_record
 
@@ -159,13 +161,62 @@ def _command_row(run_dir: Path, rec: RunRecord, timeline: bool) -> tuple[dict[st
     row.update(timeline_truncated=False, timeline_coverage=NAN, sample_grids=[])
     row.update(figures, system=rec.system, program=rec.program, timeline=rec.timeline)
     row.update(run_dir=str(run_dir), campaign_version=rec.campaign_version)
+    for key, value in exit_contention_columns(run_dir).items():  # what its output gave wins
+        row.setdefault(key, value)
     if timeline:
-        n = len(row.get("epoch_times_s") or []) or rec.epochs
-        notes += _timeline_columns(run_dir, row, n, n)
+        notes += _timeline_columns(run_dir, row, epochs_run(row), steps_run(row))
     return row, notes
 
 
-def _timeline_columns(run_dir: Path, row: dict[str, Any], epochs: int, steps: int) -> list[str]:
+def epochs_run(row: dict[str, Any]) -> int | None:
+    """The epochs a command run reports having run: its MLLOG epochs or its epoch-time series
+    (one value an epoch); None when its output gives no count (a scalar epoch time, none at
+    all): never the campaign's `epochs`, which the program may not follow."""
+    times = row.get("epoch_times_s")
+    return len(times) if isinstance(times, list) and times else None
+
+
+def steps_run(row: dict[str, Any]) -> int | None:
+    """The steps a command run reports having run: its `steps` extractor (a count, or a series
+    of one match a step); None without one."""
+    value = row.get("steps")
+    if isinstance(value, list):
+        return len(value) or None
+    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+        return int(value) if value >= 1 else None
+    return None
+
+
+def exit_contention_columns(run_dir: Path) -> dict[str, Any]:
+    """A command run's shared-machine inputs (hpcscale.analysis.contention), from its exit
+    record: the job script's start and end, its host and the load average at both ends (the
+    other processes' CPU time is measured by bundled programs only: NaN here)."""
+    rec = read_exit_record(run_dir)
+    out: dict[str, Any] = {"machines": None}
+    for when in ("start", "end"):
+        for key in ("others_cpus", "other_jobs"):
+            out[f"{key}_{when}"] = NAN
+    if rec is None:
+        out.update(started_unix_s=NAN, finished_unix_s=NAN, hostnames="", cpus=NAN)
+        out.update(load_1m_start=NAN, load_1m_end=NAN)
+        return out
+    out.update(
+        started_unix_s=rec.started_unix_s,
+        finished_unix_s=rec.ended_unix_s,
+        hostnames=rec.hostname,
+        load_1m_start=rec.load_1m_start,
+        load_1m_end=rec.load_1m_end,
+        cpus=rec.cpus,
+    )
+    return out
+
+
+def _timeline_columns(
+    run_dir: Path, row: dict[str, Any], epochs: int | None, steps: int | None
+) -> list[str]:
+    """The timeline columns: per epoch over `epochs`, per step over `steps` (steps.json's
+    counts when the run wrote one); a count that is None (not known) leaves its columns NaN,
+    never a guessed divisor: the per-run figures (span, events, span share) stay."""
     path = run_dir / "timeline.json"
     if not path.exists():
         return ["timeline.json missing (run without --timeline?)"] if row["timeline"] else []
@@ -188,6 +239,11 @@ def _timeline_columns(run_dir: Path, row: dict[str, Any], epochs: int, steps: in
         epochs, steps = steps_file.epochs, len(steps_file.start_unix_ns)
     elif row.get("command"):  # the user's own program writes no steps.json: say what follows
         notes.append("timeline figures cover the whole run, start-up included (no steps.json)")
+        if epochs is None:
+            notes.append(
+                "timeline: the output gives no count of epochs (MLLOG epochs or an epoch-time "
+                "series): no per-epoch figures, the span share only"
+            )
     else:
         notes.append("no steps.json: per-epoch figures include start-up")
     if s.empty:
@@ -201,7 +257,7 @@ def _timeline_columns(run_dir: Path, row: dict[str, Any], epochs: int, steps: in
             if cov == cov
             else "timeline.json ends in a cut record (job killed?)"
         )
-    per_epoch = max(epochs, 1)
+    per_epoch = NAN if epochs is None else max(epochs, 1)
     for key in ("comm", "negotiate", "wait_for_data", "wait_for_other_tensor_data"):
         row[f"{key}_s"] = s.seconds(key) / per_epoch
     for key in ("transport", "queue", "memcpy"):
@@ -215,7 +271,7 @@ def _timeline_columns(run_dir: Path, row: dict[str, Any], epochs: int, steps: in
         )
     row["span_s"] = s.span_us / 1e6
     row["comm_span_share"] = _span_share(s, notes) if steps_file is None else NAN
-    row["allreduce_bytes_per_step"] = s.allreduce_bytes / max(steps, 1)
+    row["allreduce_bytes_per_step"] = NAN if steps is None else s.allreduce_bytes / max(steps, 1)
     bw = s.bus_bandwidth_gbs()
     row["bus_bandwidth_gbs"] = NAN if bw is None else bw
     row["timeline_events"] = s.events

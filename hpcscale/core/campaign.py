@@ -18,6 +18,8 @@ from hpcscale.core.command import (
     command_metrics,
     command_units,
 )
+from hpcscale.core.shell import NAME
+from hpcscale.core.strict import check_loaded
 from hpcscale.core.system import SetupLine, System, load_system, sbatch_options_safe, sbatch_safe
 from hpcscale.core.units import unit_problem
 from hpcscale.core.validation import did_you_mean, validate
@@ -35,8 +37,6 @@ from hpcscale.core.vocab import (
     is_arg_column,
 )
 from hpcscale.core.yamlsrc import KeyPath, Source, load_yaml
-
-NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
 # Axes a matrix may sweep (defined in vocab); `args.<name>` sweeps any workload argument.
 AXES: dict[str, str] = {name: t.help for name, t in AXIS_TERMS.items()}
@@ -82,7 +82,7 @@ class Workload(CommandFields):
     @classmethod
     def _arg_names(cls, args: dict[str, Any]) -> dict[str, Any]:
         for k in args:
-            if not re.match(r"^[A-Za-z][A-Za-z0-9_]*$", k):
+            if not re.fullmatch(r"[A-Za-z][A-Za-z0-9_]*", k):
                 raise ValueError(f"workload argument name {k!r} must be a plain identifier")
         return args
 
@@ -104,6 +104,12 @@ class Collect(BaseModel):
     metrics: bool = True
     timeline: bool = False
     mark_cycles: bool = False
+    rank_tolerance: float = Field(
+        default=0.05,
+        ge=0,
+        description="a command metric whose ranks' values differ by more than this fraction "
+        "of their mean is a Data quality note",
+    )
 
     @model_validator(mode="after")
     def _cycles_need_timeline(self) -> Collect:
@@ -209,7 +215,7 @@ class Campaign(BaseModel):
     @field_validator("name")
     @classmethod
     def _name(cls, v: str) -> str:
-        if not NAME.match(v):
+        if not NAME.fullmatch(v):
             raise ValueError(
                 "name must be 1-64 letters, digits, '_', '.', '-' (it names a directory)"
             )
@@ -251,6 +257,7 @@ def load_campaign(path: str | Path, system: str | Path | None = None) -> LoadedC
         profile = load_system(
             campaign.system, relative_to=path.parent, where=(str(path), src.line_of(("system",)))
         )
+    check_loaded(campaign, profile, src)  # setup lines, site values, argument sizes
     profile = with_site_options(profile, campaign)
     decl = workloads.declared(profile.jobs_dir)
     own = campaign.workload.command is not None  # the user's program: its arguments are its own
@@ -258,17 +265,13 @@ def load_campaign(path: str | Path, system: str | Path | None = None) -> LoadedC
         check_command(campaign, src)
     else:
         check_workload(campaign, src, decl)
-    for axis, values in campaign.axes().items():
+    m = campaign.matrix
+    places = [(("matrix", a), a, v) for a, v in campaign.axes().items()]
+    places += [(("matrix", "zip", i, a), a, v) for i, g in enumerate(m.zip) for a, v in g.items()]
+    places += [(("matrix", "exclude", i, a), a, []) for i, r in enumerate(m.exclude) for a in r]
+    for key, axis, values in places:
         if not (own and is_arg_column(axis)):
-            check_axis(axis, values, ("matrix", axis), src, decl)
-    for i, group in enumerate(campaign.matrix.zip):
-        for axis, values in group.items():
-            if not (own and is_arg_column(axis)):
-                check_axis(axis, values, ("matrix", "zip", i, axis), src, decl)
-    for i, rule in enumerate(campaign.matrix.exclude):
-        for axis in rule:
-            if not (own and is_arg_column(axis)):
-                check_axis(axis, [], ("matrix", "exclude", i, axis), src, decl)
+            check_axis(axis, values, key, src, decl)
     check_references(campaign, src)
     return LoadedCampaign(campaign=campaign, system=profile, path=path, source=src)
 

@@ -14,9 +14,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from hpcscale.collect.readers.extract import OUTPUT, Extractor, pattern_error
+from hpcscale.collect.readers.extract import ALL_RANKS, OUTPUT, Extractor, pattern_error
 from hpcscale.collect.readers.presets import MLLOG, PRESET_NAMES, PRESET_THROUGHPUT, PRESETS
 from hpcscale.core.validation import did_you_mean, validate
 from hpcscale.core.yamlsrc import KeyPath, Source
@@ -46,7 +46,9 @@ _FIELD = re.compile(r"\{\{|\}\}|\{([^{}]*)\}|[{}]")
 # Names the tidy table already has a column for; any other metric is an extra column.
 MLLOG_FIGURES = ("images_per_s", "epoch_time_s", "fit_time_s")
 COMMAND_PROGRAM = "command"  # the `program` field of a command run
-COMMAND_KEYS = ("command", "cwd", "metrics", "throughput", "time")
+COMMAND_KEYS = ("command", "cwd", "metrics", "throughput", "time", "interpreter")
+AS_WRITTEN = "as-written"  # workload.interpreter: the command's own first word runs
+PYTHONS = ("python", "python3")  # a leading word the profile's interpreter replaces
 
 
 class ExtractorSpec(BaseModel):
@@ -61,6 +63,12 @@ class ExtractorSpec(BaseModel):
     better: Literal["higher", "lower"] | None = None
     scale: Literal["global", "per_rank"] = "global"
     required: bool = True
+    ranks: Literal[0, "all"] = Field(
+        default=0, description="0: rank 0's lines; all: each rank reduced, then combined"
+    )
+    across: Literal["sum", "mean", "min", "max"] | None = Field(
+        default=None, description="how `ranks: all` combines the ranks' values (default sum)"
+    )
 
     @field_validator("pattern")
     @classmethod
@@ -76,10 +84,23 @@ class ExtractorSpec(BaseModel):
             raise ValueError(f"source {v!r}: 'output' or a file inside the run directory")
         return v
 
+    @model_validator(mode="after")
+    def _ranks(self) -> ExtractorSpec:
+        if self.ranks == ALL_RANKS and self.scale == "per_rank":
+            raise ValueError(
+                "ranks: all with scale: per_rank would count the ranks twice: `ranks: all` "
+                "already combines every rank's value (across: sum by default)"
+            )
+        if self.ranks == ALL_RANKS and self.source != OUTPUT:
+            raise ValueError("ranks: all reads each rank's own output: it needs source: output")
+        if self.across is not None and self.ranks != ALL_RANKS:
+            raise ValueError("across: combines the ranks of `ranks: all`; add ranks: all")
+        return self
+
     def extractor(self) -> Extractor:
         better = self.better or default_better(self.name)
-        fields = self.model_dump(exclude={"better"})
-        return Extractor(**fields, better=better)
+        fields = self.model_dump(exclude={"better", "across"})
+        return Extractor(**fields, better=better, across=self.across or "sum")
 
 
 def default_better(name: str) -> str:
@@ -97,6 +118,11 @@ class CommandFields(BaseModel):
     metrics: Any = Field(default=None, description="a preset name, or presets and extractors")
     throughput: str | None = Field(default=None, description="the metric scaling tables use")
     time: str | None = Field(default=None, description="a time metric, for strong scaling")
+    interpreter: Literal["profile", "as-written"] | None = Field(
+        default=None,
+        description="a leading `python`/`python3`: the profile's interpreter (profile, the "
+        "default) or the one on the job's PATH (as-written: a conda or PyTorch environment)",
+    )
 
     @field_validator("command", mode="before")
     @classmethod
@@ -154,11 +180,11 @@ def _template_words(command: str) -> tuple[str, ...]:
     return tuple(shlex.split(command))
 
 
-def command_words(command: str, values: dict[str, object], python: str) -> list[str]:
+def command_words(command: str, values: dict[str, object], python: str | None) -> list[str]:
     """The run's argv: `command` (a run's shlex-joined template) with its placeholders filled;
     a leading `python`/`python3` is the profile's interpreter, as for the bundled programs."""
     words = [substitute(w, values) for w in _template_words(command)]
-    if words and words[0] in ("python", "python3"):
+    if python is not None and words and words[0] in PYTHONS:
         words[0] = python
     return words
 
@@ -237,6 +263,17 @@ def figure_of(metrics: Any, throughput: str | None, time: str | None) -> tuple[s
     return None, "throughput"
 
 
+def nature_of(name: str, unit: str) -> str | None:
+    """'throughput' for a rate (a unit per second, a `*_per_s` name), 'time' for a duration,
+    None when neither says (speedup would be inverted on the wrong one: X_N/X_1 vs T_1/T_N)."""
+    u = unit.strip().lower()
+    if "/" in u or name.endswith("_per_s"):
+        return "throughput"
+    if u in ("s", "ms", "us", "min", "h", "seconds") or name.endswith(("_s", "_ms", "_time")):
+        return "time"
+    return None
+
+
 def check_command(c: Any, src: Source) -> None:
     """Every problem a command workload (of `c`, a core.campaign.Campaign) has before it runs,
     located in the campaign file: unknown placeholders, bad extractors, no figure to scale on,
@@ -278,6 +315,20 @@ def check_command(c: Any, src: Source) -> None:
             ("workload", kind),
             f"{kind} metric {figure!r} is not among the metrics{did_you_mean(figure, offered)}; "
             f"metrics: {', '.join(sorted(offered))}",
+        )
+    if any(e.name == figure and e.reduce == "series" for e in extractors):
+        raise src.error(
+            ("workload", kind),
+            f"{kind} metric {figure!r} is a `reduce: series` (a list of values): the scaling "
+            "tables need one value per run; reduce it (last, mean, median, ...) or name another",
+        )
+    units = {e.name: e.unit for e in extractors}
+    if (nature := nature_of(figure, units.get(figure, ""))) not in (None, kind):
+        other = "time" if kind == "throughput" else "throughput"
+        raise src.error(
+            ("workload", kind),
+            f"{kind} metric {figure!r} is a {nature} ({units.get(figure) or 'by its name'}): "
+            f"name it under `{other}:`, or name a {kind} metric here",
         )
     for axis, why in PROGRAM_AXES.items():
         if axis in axes and axis not in used:

@@ -3,7 +3,7 @@ from a template, and paths the job will not find, told before anything is writte
 
 A job that cannot read its data fails minutes (or a queue wait) later, its reason only in its
 output file. What can be told here:
-- a placeholder (`/path/to/...`, `<...>`, ...: PLACEHOLDERS) is wrong on every system;
+- a placeholder (`/path/to/...`, `<...>`, ...: core.strict.PLACEHOLDERS) is wrong everywhere;
 - a relative path, or one starting with `~` or holding `$VAR`, is never the path meant: the job
   runs in its run directory and gets values shell-quoted, as written (only `weights` expands `~`);
 - on a system whose jobs run on this machine (`System.jobs_run_here`), a path that does not
@@ -24,6 +24,7 @@ from typing import Literal
 
 from hpcscale.core.campaign import Campaign, LoadedCampaign
 from hpcscale.core.run import Run
+from hpcscale.core.strict import placeholder_of
 from hpcscale.core.vocab import ARGS_PREFIX
 from hpcscale.core.yamlsrc import KeyPath
 from hpcscale.errors import InputError
@@ -43,30 +44,7 @@ WEIGHTS_KEYWORDS: tuple[str, ...] = ("none", "imagenet")
 # Arguments whose `~` the job itself expands (classifier.weights_path: Path(...).expanduser()).
 EXPANDS_USER: frozenset[str] = frozenset({"weights"})
 
-_SEG_END = r"(?=/|$)"
-# A template's stand-in, never a real path; (how it is named in the message, its pattern).
-PLACEHOLDERS: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("/path/to/...", re.compile(r"(?:^|/)path/to" + _SEG_END, re.I)),
-    ("<...>", re.compile(r"<[^<>]*>")),
-    ("{{...}}", re.compile(r"\{\{.*?\}\}")),
-    ("a 'your...' part", re.compile(r"(?:^|/)your(?:[_-][^/]*)?" + _SEG_END, re.I)),
-    (
-        "a CHANGEME / TODO / XXX / ... part",
-        re.compile(
-            r"(?:^|/)(?:change[_-]?me|replace[_-]?me|fix[_-]?me|todo|tbd|x{3,}|\.{3}|…)" + _SEG_END,
-            re.I,
-        ),
-    ),
-)
 _VARIABLE = re.compile(r"\$(?:\{[^}]*\}|[A-Za-z_][A-Za-z0-9_]*)")
-
-
-def placeholder_of(value: str) -> str | None:
-    """How `value` shows it is a placeholder (e.g. '/path/to/...'), or None."""
-    for name, pattern in PLACEHOLDERS:
-        if pattern.search(value):
-            return name
-    return None
 
 
 @dataclass(frozen=True)
@@ -129,11 +107,11 @@ class PathErrors(InputError):
 def _problem(name: str, value: str, here: bool, system: str) -> tuple[str, bool] | None:
     """(message, certain) for one argument value, or None when the job will find it."""
     shown = f"{name} {value!r}"
-    if marker := placeholder_of(value):
-        return f"{shown} is a placeholder ({marker}): set it to the real path first", True
-    kind = INPUTS.get(name)
+    kind = INPUTS.get(name)  # other arguments are the program's own (`todo` may be a value)
     if kind is None or (name == "weights" and value in WEIGHTS_KEYWORDS):
         return None
+    if marker := placeholder_of(value):
+        return f"{shown} is a placeholder ({marker}): set it to the real path first", True
     if name not in EXPANDS_USER and value.startswith("~"):
         return (
             f"{shown}: the job does not expand `~` (values reach it quoted, as written); "

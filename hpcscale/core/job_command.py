@@ -7,7 +7,8 @@ import os
 from functools import lru_cache
 from pathlib import Path
 
-from hpcscale.core.command import command_words, placeholder_values
+from hpcscale import rankwrap
+from hpcscale.core.command import AS_WRITTEN, command_words, placeholder_values
 from hpcscale.core.run import Run
 from hpcscale.core.scaling import fusion_threshold_bytes
 from hpcscale.core.system import System, python_of
@@ -15,6 +16,9 @@ from hpcscale.formats.job_cli import job_argv
 from hpcscale.resources import jobs_dir
 
 JOBS_DIR = jobs_dir()  # the bundled programs (hpcscale.resources: installed or checkout)
+# Run by its path with -I (no user site, no script directory on sys.path): the job's Python
+# need not have hpcscale installed, and hpcscale/'s own modules never shadow a stdlib one.
+RANKWRAP = str(Path(rankwrap.__file__).resolve())
 
 
 @lru_cache(maxsize=256)
@@ -71,9 +75,14 @@ def horovod_env(run: Run) -> dict[str, object]:
 
 
 def command_argv(run: Run, system: System, run_dir: str) -> list[object]:
-    """A command workload's words for one rank, placeholders filled (quoted by the renderer)."""
+    """A command workload's words for one rank, placeholders filled (quoted by the renderer),
+    run through the per-rank wrapper (hpcscale.rankwrap): each rank's lines are also kept in
+    `ranks/<rank>.out`, so extractors read one rank at a time, on every launcher."""
     assert run.command is not None
-    return list(command_words(run.command, placeholder_values(run, run_dir), python_of(system)))
+    python = python_of(system)
+    own = None if run.interpreter == AS_WRITTEN else python  # workload.interpreter
+    words = command_words(run.command, placeholder_values(run, run_dir), own)
+    return [python, "-I", RANKWRAP, "--dir", run_dir, "--", *words]
 
 
 def command_env(run: Run, run_dir: str) -> dict[str, object]:

@@ -27,6 +27,7 @@ from hpcscale.core.run import Run
 from hpcscale.core.shell import SBATCH_SAFE, Shell, join, quote
 from hpcscale.core.system import System
 from hpcscale.core.templates import environment, template_problem
+from hpcscale.core.workdirs import remember
 from hpcscale.errors import UsageError
 from hpcscale.formats.atomic import atomic_write
 from hpcscale.formats.run_record import VERSIONS_DIR, campaign_version_of, encode_run_record
@@ -53,8 +54,9 @@ def slurm_time(minutes: int) -> str:
 
 
 def job_name(campaign: str, run_id: str) -> str:
-    """Carries campaign and run id, so a lost ledger write can be repaired from squeue/sacct."""
-    return f"hpcscale.{campaign}.{run_id}"
+    """Carries campaign and run id, so a lost ledger write can be repaired from squeue/sacct;
+    the campaign first, since squeue's NAME column shows only the first 8 characters."""
+    return f"{campaign}.hpcscale.{run_id}"
 
 
 @dataclass(frozen=True)
@@ -92,7 +94,7 @@ def render_run(run: Run, system: System, run_dir: Path, rid: str | None = None) 
     # the program goes in already quoted, as one Shell word: its words are quoted once, not twice
     launch_text = join(launch_argv(run, system, [program_text], list(env)))
     rid = rid or run.run_id
-    if not SBATCH_SAFE.match(dir_text):
+    if not SBATCH_SAFE.fullmatch(dir_text):
         raise UsageError(
             f"run directory {run_dir} has characters #SBATCH cannot take; "
             "choose a --workdir path of plain characters (no spaces)"
@@ -311,6 +313,7 @@ def render_all(
     *,
     workers: int | None = None,
     progress: Progress | None = None,
+    record: bool = True,
 ) -> list[Rendered]:
     """Render every run, then make its files appear: a campaign's first render goes into a
     staging directory renamed into place (all runs or none), a re-render merges run by run.
@@ -346,7 +349,10 @@ def render_all(
                 kept.append(cdir / VERSIONS_DIR / f"{version}.yaml")
             if not (cdir / "campaign.yaml").exists():
                 kept.append(cdir / "campaign.yaml")
+            elif not record:  # a dry run: the latest render's campaign file stays the latest
+                campaign_yaml = (cdir / "campaign.yaml").read_text(encoding="utf-8")
             atomic_write(cdir / "campaign.yaml", campaign_yaml, 0o644)
+            remember(cdir.parent)  # `hpcscale status NAME` finds it from anywhere
             if stage is not None:
                 try:
                     os.rename(stage, runs_dir)

@@ -15,8 +15,12 @@ from collections.abc import Iterable
 from hpcscale.errors import UsageError
 
 # sbatch reads `#SBATCH` lines itself (no shell), so their values must need no quoting at all.
-SBATCH_SAFE = re.compile(r"^[A-Za-z0-9_.:,@%+=/-]+$")
-ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# Whole-text patterns end in \Z, not $ (which also matches before a final newline): use them
+# with fullmatch.
+SBATCH_SAFE = re.compile(r"[A-Za-z0-9_.:,@%+=/-]+\Z")
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+# A campaign's or a system's name: it names a directory or a file, so no "/", no leading "."
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\Z")
 
 
 class Shell(str):
@@ -87,7 +91,7 @@ def sbatch_value(value: object) -> Shell:
     text = str(value)
     found = _SBATCH_OK.get(text)
     if found is None:
-        if not SBATCH_SAFE.match(text):
+        if not SBATCH_SAFE.fullmatch(text):
             raise UsageError(
                 f"value {text!r} cannot go on an #SBATCH line (use plain characters, no spaces)"
             )
@@ -100,7 +104,7 @@ def sbatch_value(value: object) -> Shell:
 def env_name(name: str) -> Shell:
     found = _ENV_OK.get(name)
     if found is None:
-        if not ENV_NAME.match(name):
+        if not ENV_NAME.fullmatch(name):
             raise UsageError(f"{name!r} is not a valid environment variable name")
         found = _ENV_OK[name] = Shell(name)  # names come from profiles: a handful
     return found

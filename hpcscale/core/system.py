@@ -23,7 +23,7 @@ from pydantic import (
     model_validator,
 )
 
-from hpcscale.core.shell import ENV_NAME, SBATCH_SAFE
+from hpcscale.core.shell import ENV_NAME, NAME, SBATCH_SAFE
 from hpcscale.core.templates import template_problem
 from hpcscale.core.validation import did_you_mean, validate
 from hpcscale.core.vocab import Device
@@ -141,14 +141,14 @@ class Flavour(BaseModel):
         return _known_launcher(v)
 
 
-SBATCH_OPTION = re.compile(r"^--[a-z][a-z-]*(=[A-Za-z0-9_.:,@%+=/-]+)?$")
+SBATCH_OPTION = re.compile(r"--[a-z][a-z-]*(=[A-Za-z0-9_.:,@%+=/-]+)?\Z")
 
 
 def sbatch_options_safe(opts: list[str]) -> list[str]:
     """Extra #SBATCH lines: sbatch reads them, not a shell, so each is a plain --option[=value]
     whose value needs no quoting (a profile's and a campaign's alike)."""
     for opt in opts:
-        if not SBATCH_OPTION.match(opt):
+        if not SBATCH_OPTION.fullmatch(opt):
             raise ValueError(f"{opt!r} is not a plain --option[=value] for #SBATCH")
     return opts
 
@@ -221,6 +221,13 @@ class System(BaseModel):
     )
     _source: Source | None = PrivateAttr(default=None)  # the profile file, for located errors
 
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:  # `init` writes the profile as <name>.yaml
+        if not NAME.fullmatch(v):
+            raise ValueError("name must be 1-64 letters, digits, '_', '.', '-' (it names a file)")
+        return v
+
     @field_validator("partition", "account", "qos", "constraint", "reservation")
     @classmethod
     def _sbatch_safe(cls, v: str | None) -> str | None:
@@ -229,7 +236,7 @@ class System(BaseModel):
     @field_validator("gres_type")
     @classmethod
     def _gres_type(cls, v: str | None) -> str | None:
-        if v is not None and not GRES_TYPE.match(v):
+        if v is not None and not GRES_TYPE.fullmatch(v):
             raise ValueError(f"{v!r} is not a GPU type name (letters, digits, _ . -)")
         return v
 
@@ -317,12 +324,12 @@ def _on(holder: System | Flavour, device: str) -> DeviceSettings:
 
 def sbatch_safe(v: str) -> str:
     """`v` as it may stand on an #SBATCH line (sbatch parses those, not a shell)."""
-    if not SBATCH_SAFE.match(v):
+    if not SBATCH_SAFE.fullmatch(v):
         raise ValueError(f"{v!r} must contain only letters, digits and _.:,@%+=/-")
     return v
 
 
-GRES_TYPE = re.compile(r"^[A-Za-z0-9_.-]+$")
+GRES_TYPE = re.compile(r"[A-Za-z0-9_.-]+\Z")
 
 
 def python_of(system: System) -> str:
@@ -332,7 +339,7 @@ def python_of(system: System) -> str:
 
 def _check_env(env: dict[str, str | int | float]) -> dict[str, str | int | float]:
     for key in env:
-        if not ENV_NAME.match(key):
+        if not ENV_NAME.fullmatch(key):
             raise ValueError(f"{key!r} is not a valid environment variable name")
     return env
 

@@ -98,6 +98,7 @@ RUN_TERMS = _terms(
     Term("repeat", "int", "Repeat"),
     Term("command", "str", "Command", help="a command workload's program (placeholders unfilled)"),
     Term("cwd", "str", "Working directory", help="where a command workload runs"),
+    Term("interpreter", "str", "Interpreter", help="'as-written': a leading python is the PATH's"),
 )
 
 # ---- Axes a campaign matrix may sweep: run fields plus shorthands resolved by expand.
@@ -154,6 +155,7 @@ TABLE_RUN_FIELDS: tuple[str, ...] = (
     "repeat",
     "command",
     "cwd",
+    "interpreter",
 )
 # ---- A cell: the runs that differ only in their repeat (and so their seed). Its identity is
 # every resolved setting of the run: these fields (`ranks` and `gpus` follow from the layout,

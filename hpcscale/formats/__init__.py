@@ -1,7 +1,8 @@
 """The files hpcscale and its jobs exchange, each defined once and shared by writer and reader.
 
-`metrics` (metrics.json), `steps` (steps.json), `run_record` (run.json), `job_cli` (the job's
-command line) and `atomic` (how any of them reaches the disk). Only the standard library and
+`metrics` (metrics.json), `steps` (steps.json), `run_record` (run.json), `exit_record`
+(exit.json, how the job script ended), `job_cli` (the job's command line) and `atomic` (how any
+of them reaches the disk). Only the standard library and
 msgspec here: `jobs/` imports this package under TensorFlow, where pandas and pydantic have no
 business, and the core must import it without TensorFlow.
 """

@@ -70,6 +70,7 @@ class RunRecord(msgspec.Struct, kw_only=True):
     swept: list[str] = []
     command: Optional[str] = None  # a command workload's words (shlex-joined), or None
     cwd: Optional[str] = None
+    interpreter: Optional[str] = None  # 'as-written' (workload.interpreter), else the profile's
     run_id: str
     ranks: int
     replicas: int

@@ -34,6 +34,7 @@ from hpcscale.report.fmt import shared_display
 from hpcscale.report.model import CampaignReport, Section, Table
 from hpcscale.report.sections import campaign_report
 from hpcscale.report.sections.scaling import system_max_nodes
+from hpcscale.util.reportdir import MARKER_TEXT, REPORT_MARKER
 
 if TYPE_CHECKING:
     from hpcscale.collect.collector import Collected
@@ -170,6 +171,7 @@ def write(
                 problems.append(f"parquet not written: {exc}")
     for path, data in files.items():
         atomic_write(path, data)
+    atomic_write(out_dir / REPORT_MARKER, MARKER_TEXT)  # `report --out` may overwrite it again
     return BuildResult(list(files), list(reports), problems, list(empty))
 
 

@@ -79,12 +79,15 @@ def collected_runs(source: CampaignSource, include_stale: bool = False) -> Colle
 
 
 def table_and_context(loaded: Collected | pd.DataFrame | None) -> tuple[pd.DataFrame, TableContext]:
-    """A loader's result as (tidy table, what travels beside it): a `Collected`, or a plain
-    table (a notebook's own: nothing known beyond its rows)."""
+    """A loader's result as (tidy table, what travels beside it): a `Collected` (its measured
+    runs), or a plain table (a notebook's own: nothing known beyond its rows; runs it gives a
+    `state` other than COMPLETED are not measurements, analysis.frame.measured)."""
+    from hpcscale.analysis.frame import measured
+
     if loaded is None:
         return pd.DataFrame(), TableContext()
     if isinstance(loaded, pd.DataFrame):
-        return loaded, TableContext()
+        return measured(loaded), TableContext()
     return loaded.frame, loaded.context
 
 

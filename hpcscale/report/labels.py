@@ -11,7 +11,7 @@ from typing import Any
 
 import pandas as pd
 
-from hpcscale.analysis.tables import strategy_name
+from hpcscale.analysis.strategies import strategy_of
 from hpcscale.core.vocab import KNOBS, Term, arg_columns, is_arg_column, term
 
 Describe = Callable[[pd.Series], str]
@@ -76,10 +76,7 @@ PARTS: dict[str, tuple[tuple[str, ...], Describe]] = {
     "scaling": (("scaling",), lambda r: str(r["scaling"])),
     "program": (("program",), lambda r: f"program {r['program']}"),
     "epochs": (("epochs",), lambda r: _epochs(r["epochs"])),
-    "strategy": (
-        ("strategy", "cross_device_ops", "mpi"),
-        lambda r: strategy_name(r["strategy"], r["cross_device_ops"], r["mpi"]),
-    ),
+    "strategy": (("strategy", "cross_device_ops", "mpi", "command", "launcher"), strategy_of),
     "layout": (
         ("tasks_per_node", "threads_per_task"),
         lambda r: f"{int(r['tasks_per_node'])}x{int(r['threads_per_task'])}",

@@ -1,7 +1,15 @@
-"""index.md: the report as GitHub-flavoured Markdown, figures as PNG files beside it."""
+"""index.md: the report as GitHub-flavoured Markdown, figures as PNG files beside it.
+
+Text that can hold what a run wrote (cells, reasons, notes, paragraphs) is shown as text, as
+index.html shows it: raw HTML outside code spans is escaped (`<` before a tag name
+becomes `&lt;`), and Markdown links and reference definitions in it are broken apart, so a job's
+output or a campaign's value never becomes a live element or a `javascript:` link. hpcscale's own
+links (figures, anchors) are written apart from that text.
+"""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 import pandas as pd
@@ -10,13 +18,39 @@ from hpcscale.report.fmt import display
 from hpcscale.report.model import CampaignReport, Section
 from hpcscale.version import hpcscale_version
 
+# CommonMark: a code span is a run of backticks closed by a run of the same length (its text is
+# literal); HTML starts at `<` + a tag name, `/`, `!` or `?`; a link at `](`, a definition at
+# `[label]:` opening a line.
+_CODE = re.compile(r"(?<!`)(`+)(?!`).+?(?<!`)\1(?!`)", re.S)
+_TAG_OPEN = re.compile(r"<(?=[A-Za-z/!?])")
+_LINK = re.compile(r"\]\s*[(\[]")
+_DEFINITION = re.compile(r"^(\s{0,3})\[(?=[^\]]*\]:)", re.M)
+
+
+def safe(text: str) -> str:
+    """`text` as Markdown that renders it as text: no raw HTML, no links (see the module)."""
+    if "<" not in text and "]" not in text:
+        return text
+    out, at = [], 0
+    for m in _CODE.finditer(text):
+        out += [_plain(text[at : m.start()]), m.group(0)]
+        at = m.end()
+    out.append(_plain(text[at:]))
+    return "".join(out)
+
+
+def _plain(text: str) -> str:
+    text = _TAG_OPEN.sub("&lt;", text)
+    text = _LINK.sub(lambda m: "\\" + m.group(0), text)
+    return _DEFINITION.sub(r"\1\\[", text)
+
 
 def table_md(frame: pd.DataFrame) -> str:
     shown = display(frame)
     if shown.empty:
         return "_(no rows)_"
-    header = [str(c).replace("|", "\\|") for c in shown.columns]
-    columns = [[v.replace("|", "\\|") for v in shown[c].tolist()] for c in shown.columns]
+    header = [safe(str(c)).replace("|", "\\|") for c in shown.columns]
+    columns = [[safe(v).replace("|", "\\|") for v in shown[c].tolist()] for c in shown.columns]
     if any("\n" in v or "\x1b" in v for col in [header, *columns] for v in col):
         shown = pd.DataFrame(dict(enumerate(columns)))  # multi-line cells: tabulate's layout
         shown.columns = header
@@ -51,13 +85,13 @@ def render(reports: Sequence[CampaignReport], title: str, stamp: str) -> str:
         if not single:
             lines += [f"## {rep.name}", ""]
         if rep.description:
-            lines += [rep.description, ""]
+            lines += [safe(rep.description), ""]
         lines += _contents(rep.sections)
         for sec in rep.sections:
             lines += _section(sec, level)
         if rep.notes:
             lines += [f"{'#' * level} Not shown", ""]
-            lines += [f"- {n}" for n in rep.notes] + [""]
+            lines += [f"- {safe(n)}" for n in rep.notes] + [""]
     return "\n".join(lines).rstrip() + "\n"
 
 
@@ -66,17 +100,17 @@ def _contents(sections: Sequence[Section]) -> list[str]:
 
 
 def _section(sec: Section, level: int) -> list[str]:
-    out = [f"{'#' * level} {sec.title}", ""]
+    out = [f"{'#' * level} {safe(sec.title)}", ""]
     for para in sec.text:
-        out += [para, ""]
+        out += [safe(para), ""]
     for tab in sec.tables:
-        out += [f"**{tab.title}**", "", table_md(tab.frame), ""]
+        out += [f"**{safe(tab.title)}**", "", table_md(tab.frame), ""]
         if tab.note:
-            out += [f"_{tab.note}_", ""]
+            out += [f"_{safe(tab.note)}_", ""]
     for plot in sec.plots:
-        out += [f"![{plot.title}]({plot.file})", ""]
+        out += [f"![{safe(plot.title)}]({plot.file})", ""]
         if plot.caption:
-            out += [f"_{plot.caption}_", ""]
+            out += [f"_{safe(plot.caption)}_", ""]
     return out
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import fcntl
 import os
 import sqlite3
+import sys
 import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -118,15 +119,62 @@ class Ledger:
         fd = os.open(
             self.path.with_name(f".{LEDGER_NAME}.open-lock"), os.O_RDWR | os.O_CREAT, 0o644
         )
+        self.set_aside: Path | None = None  # where a damaged ledger went (then rebuilt)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
-            self.db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+            try:
+                self._open()
+            except sqlite3.DatabaseError as exc:
+                if not _damaged(exc):  # locked, busy, unreadable: the file may be fine
+                    raise
+                self._set_aside(exc)
+                self._open()
+                from hpcscale.state.rebuild import rebuild
+
+                n = rebuild(self)
+                sys.stderr.write(
+                    f"hpcscale: warning: {self.path} was damaged ({exc}); set aside as "
+                    f"{self.set_aside.name if self.set_aside else '?'} and rebuilt from the run "
+                    f"directories ({n} run(s); `hpcscale status` asks SLURM for the rest)\n"
+                )
+        finally:
+            os.close(fd)  # releases the flock
+
+    def _open(self) -> None:
+        """Connect, switch to WAL, create the schema, migrate and check the file: a file that is
+        not a database, or a damaged one, raises sqlite3.DatabaseError here, not later."""
+        if self.path.exists() and self.path.stat().st_size == 0:  # cut to nothing: damaged
+            raise sqlite3.DatabaseError("an empty file")
+        self.db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+        try:
             self.db.execute("PRAGMA journal_mode=WAL")
             self.db.execute("PRAGMA synchronous=NORMAL")
             self.db.executescript(SCHEMA)
             self._migrate()
-        finally:
-            os.close(fd)  # releases the flock
+            check = self.db.execute("PRAGMA quick_check").fetchone()[0]
+            if check != "ok":
+                raise sqlite3.DatabaseError(f"quick_check: {check}")
+            self.db.execute(f"SELECT {', '.join(COLUMNS)} FROM runs LIMIT 0").fetchall()
+        except BaseException:
+            self.db.close()
+            raise
+
+    def _set_aside(self, exc: Exception) -> None:
+        """Move the damaged file (and its WAL and shared-memory files) out of the way:
+        ledger.sqlite.corrupt-<time>, kept for whoever wants to look at it."""
+        stamp = time.strftime("%Y%m%dT%H%M%S")
+        target = self.path.with_name(f"{LEDGER_NAME}.corrupt-{stamp}")
+        n = 1
+        while target.exists():
+            n += 1
+            target = self.path.with_name(f"{LEDGER_NAME}.corrupt-{stamp}-{n}")
+        if self.path.exists():
+            os.replace(self.path, target)
+            self.set_aside = target
+        for suffix in ("-wal", "-shm"):
+            side = self.path.with_name(LEDGER_NAME + suffix)
+            if side.exists():
+                os.replace(side, target.with_name(target.name + suffix))
 
     def _migrate(self) -> None:
         """Bring a ledger written by an earlier hpcscale to SCHEMA_VERSION (under the open
@@ -307,6 +355,18 @@ class Ledger:
             "SELECT at, state, detail FROM events WHERE run_id = ? ORDER BY id", (run_id,)
         )
         return list(cur.fetchall())
+
+
+def _damaged(exc: sqlite3.DatabaseError) -> bool:
+    """Whether SQLite's error says the file is not a (whole) database, rather than that it
+    cannot be reached now (locked, busy, no permission, a full disk): only then is it set
+    aside and rebuilt."""
+    name = getattr(exc, "sqlite_errorname", "") or ""
+    if name.startswith(("SQLITE_NOTADB", "SQLITE_CORRUPT")):
+        return True
+    if not isinstance(exc, sqlite3.OperationalError):
+        return not name  # our own checks (an empty file, quick_check) carry no name
+    return "no such table" in str(exc) or "no such column" in str(exc)
 
 
 def pid_alive(pid: int | None) -> bool:

@@ -19,11 +19,11 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from hpcscale.state.states import RunState
+from hpcscale.util.text import printable
 
 MAX_CHARS = 300  # a reason is one line in a table: long exception texts are cut
 READ_BYTES = 128 * 1024  # of each output file's end: an abort's first cause is near the end
 
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 # Open MPI's --tag-output marks (anywhere: it tags each write, and a line can be several)
 _TAG = re.compile(r"\[\d+,\d+\]<std(?:out|err)>:")
 _LABEL = re.compile(r"^\d+: ")  # srun --label
@@ -48,13 +48,18 @@ _SHELL = re.compile(  # bash's own errors, `set -u` included
     r"|unbound variable)"
 )
 _HPCSCALE = re.compile(r"^hpcscale: \S")  # the array wrapper's own refusals
+# an interpreter that could not start the program: `python3: can't open file '/x/t.py': ...`
+_CANNOT_START = re.compile(r"^\S+: (?:can't open file |No module named |cannot execute)")
+# what an Open MPI block names after its sentence (`Executable: pythn`, `Node: n1`)
+_BLOCK_DETAIL = re.compile(r"^(?:Executable|Node|Host|Hostname|File|Application|Local host):\s*\S")
 _EXCEPTION = re.compile(r"^(?:\w+\.)*\w*(?:Error|Exception|Exit|Interrupt|Fault)\b")
 _EXCEPTION_LINE = re.compile(r"^(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?::|$)")  # ends a traceback
 
 
 def clean_lines(text: str) -> list[str]:
-    """Output lines without colour codes, launcher tags or trailing blanks."""
-    return [_LABEL.sub("", _TAG.sub("", _ANSI.sub("", ln))).rstrip() for ln in text.splitlines()]
+    """Output lines without terminal escapes (colour, OSC titles and links), control
+    characters, launcher tags or trailing blanks."""
+    return [_LABEL.sub("", _TAG.sub("", printable(ln))).rstrip() for ln in text.splitlines()]
 
 
 def scheduler_verdict(lines: Sequence[str]) -> str | None:
@@ -94,7 +99,8 @@ def error_lines(lines: Sequence[str]) -> list[str]:
                 continue
         if _LAUNCHER.match(s):
             continue
-        if any(p.search(s) for p in (_PROG_ERROR, _PLAIN_ERROR, _SHELL, _HPCSCALE, _EXCEPTION)):
+        patterns = (_PROG_ERROR, _PLAIN_ERROR, _SHELL, _HPCSCALE, _EXCEPTION, _CANNOT_START)
+        if any(p.search(s) for p in patterns):
             found.append(unglue(s))
     return found
 
@@ -114,18 +120,30 @@ def unglue(line: str) -> str:
 
 
 def launcher_complaint(lines: Sequence[str]) -> str | None:
-    """The first line of the first Open MPI block that is not the generic "a process failed"
-    notice: what mpirun itself could not do (start an executable, find a host, ...)."""
-    in_block, first = False, True
+    """The first Open MPI block that is not the generic "a process failed" notice, as one
+    line: its first sentence whole (it wraps over several lines) and what it names after it
+    (`Executable: pythn`): what mpirun itself could not do (start an executable, find a host)."""
+    blocks: list[list[str]] = []
+    in_block = False
     for ln in lines:
         s = ln.strip()
         if s.startswith("-----") and len(s) >= 20:
-            in_block, first = not in_block, True
+            in_block = not in_block
+            if in_block:
+                blocks.append([])
             continue
-        if in_block and s and first:
-            first = False
-            if not _MPI_ABORT.search(s):
-                return s
+        if in_block:
+            blocks[-1].append(s)
+    for block in blocks:
+        text = list(block)
+        while text and not text[0]:
+            text.pop(0)
+        if not text or _MPI_ABORT.search(text[0]):
+            continue
+        para = " ".join(s for s in text[: text.index("")] if s) if "" in text else " ".join(text)
+        sentence = para.split(". ")[0].rstrip(".") + "."
+        details = [" ".join(s.split()) for s in text if _BLOCK_DETAIL.match(s)]
+        return " ".join([sentence, *(f"({d})" for d in details)])
     return None
 
 

@@ -2,7 +2,9 @@
 
 What to read comes from the campaign version that rendered the run (`versions/<id>.yaml`, its
 `workload.metrics`), so editing an extractor and collecting again re-reads every run with it.
-The output is the job's own (all ranks): `local.out` (local backend) or `slurm-<job>.out`.
+The output is each rank's own (`ranks/<r>.out`, written by hpcscale.rankwrap, which every rank
+of a command runs through), else the job's merged one: `local.out` (local backend) or
+`slurm-<job>.out`. Every file read must stay inside the run directory.
 """
 
 from __future__ import annotations
@@ -17,10 +19,19 @@ from typing import Any
 import yaml
 
 from hpcscale.analysis.metric import COLUMN_OF_KIND
-from hpcscale.collect.readers.extract import OUTPUT, Extractor, Unparsed, extract
+from hpcscale.collect.readers.extract import (
+    ALL_RANKS,
+    OUTPUT,
+    Extractor,
+    Unparsed,
+    extract,
+    refused,
+)
 from hpcscale.collect.readers.mllog import read_mllog
+from hpcscale.formats.exit_record import read_exit_record
 from hpcscale.formats.outputs import job_output
 from hpcscale.formats.run_record import VERSIONS_DIR, RunRecord
+from hpcscale.rankwrap import RANKS_DIR
 from hpcscale.util.logtail import tail
 
 NAN = float("nan")
@@ -29,6 +40,7 @@ UNPARSED = "unparsed"
 # Extracted names that fill the table's list columns, and series names MLLOG logs use for them.
 LISTS = ("epoch_times_s", "train_accuracy", "val_accuracy", "train_loss", "val_loss")
 SERIES_NAMES = {"loss": "train_loss", "accuracy": "train_accuracy", "eval_loss": "val_loss"}
+RANK_TOLERANCE = 0.05  # `collect: {rank_tolerance: ...}` unless the campaign says otherwise
 
 
 class CommandProblem(Exception):
@@ -52,6 +64,7 @@ class _Reading:
     mllog: bool
     figure: str | None
     kind: str
+    rank_tolerance: float = RANK_TOLERANCE
 
 
 def _reading(path: Path) -> _Reading:
@@ -82,7 +95,24 @@ def _reading_cached(path: Path, size: int, mtime_ns: int) -> _Reading:
     figure, kind = figure_of(
         workload.get("metrics"), workload.get("throughput"), workload.get("time")
     )
-    return _Reading(tuple(extractors), mllog, figure, kind)
+    return _Reading(tuple(extractors), mllog, figure, kind, _tolerance(data.get("collect")))
+
+
+def _tolerance(collect: Any) -> float:
+    """The campaign's `collect: {rank_tolerance: ...}` (validate checked it), else 5 %."""
+    value = collect.get("rank_tolerance") if isinstance(collect, dict) else None
+    if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0:
+        return float(value)
+    return RANK_TOLERANCE
+
+
+def rank_files(run_dir: Path, ranks: int) -> dict[int, Path] | None:
+    """Each rank's own output (hpcscale.rankwrap), or None for a run without them (a bundled
+    program, or a run rendered before the wrapper): then the job's merged output is read."""
+    base = run_dir / RANKS_DIR
+    if not base.is_dir():
+        return None
+    return {r: base / f"{r}.out" for r in range(max(ranks, 1))}
 
 
 def _unparsed(u: Unparsed) -> str:
@@ -95,16 +125,24 @@ def read_command_run(run_dir: Path, rec: RunRecord) -> tuple[dict[str, Any], lis
     out = job_output(run_dir)
     if out is None:
         raise CommandProblem(f"{NOT_RUN}: no local.out or slurm-*.out (not run yet?)")
+    if why := refused(out, run_dir):
+        raise CommandProblem(f"{UNPARSED}: job output {out}: {why}")
     reading = _reading(_campaign_file(run_dir, rec))
     extractors, figure, kind = list(reading.extractors), reading.figure, reading.kind
     sources = {OUTPUT: out}
     sources.update({e.source: run_dir / e.source for e in extractors if e.source != OUTPUT})
-    got = extract(sources, extractors)
+    got = extract(
+        sources,
+        extractors,
+        rank_files=rank_files(run_dir, rec.ranks),
+        root=run_dir,
+        tolerance=reading.rank_tolerance,
+    )
     if got.unparsed:
         raise CommandProblem("\n".join(_unparsed(u) for u in got.unparsed))
     row: dict[str, Any] = {}
     units: dict[str, str] = {}
-    notes: list[str] = []
+    notes: list[str] = list(got.notes)
     if reading.mllog:
         notes += _mllog_columns(out, row, units)
     for ex in extractors:
@@ -113,6 +151,7 @@ def read_command_run(run_dir: Path, rec: RunRecord) -> tuple[dict[str, Any], lis
     if figure and _missing(row.get(figure)):
         last = tail(out, lines=10)
         why = f"{UNPARSED}: {figure}: the {kind} metric, not given by the output ({out})"
+        why += "".join(f"; {n}" for n in notes)  # the reader's own reason (MLLOG)
         raise CommandProblem(f"{why}; last lines:\n{last}" if last else why)
     column = COLUMN_OF_KIND[kind]
     if figure and figure != column:
@@ -132,6 +171,8 @@ def read_command_run(run_dir: Path, rec: RunRecord) -> tuple[dict[str, Any], lis
 def _describe(ex: Extractor) -> str:
     where = "" if ex.source == OUTPUT else f" in {ex.source}"
     scale = " x ranks" if ex.scale == "per_rank" else ""
+    if ex.source == OUTPUT:
+        where = f", {ex.across} across ranks" if ex.ranks == ALL_RANKS else " of rank 0"
     return f"{ex.name} = {ex.reduce} of /{ex.pattern}/{where}{scale}"
 
 
@@ -167,12 +208,6 @@ def _mllog_columns(out: Path, row: dict[str, Any], units: dict[str, str]) -> lis
     units.update(images_per_s="images/s", epoch_time_s="s", fit_time_s="s")
     for name, values in log.series.items():
         row[SERIES_NAMES.get(name, name)] = list(values)
-    notes = list(log.notes)
-    if log.status not in (None, "success"):
-        notes.append(f"MLLOG run_stop status {log.status!r}")
-    elif log.status is None and log.epoch_time_s:  # epochs logged, the end never was
-        notes.append(
-            "no MLLOG run_stop: the run did not finish (killed, or still running); "
-            "its figures are from the epochs it logged"
-        )
-    return notes
+    if log.block_time_s:
+        row["block_times_s"] = list(log.block_time_s)
+    return [*log.notes, *log.end_notes(read_exit_record(out.parent))]

@@ -1,41 +1,52 @@
 """Figures of merit from a program's output: regular expressions over its lines, streamed.
 
-A long job's log reaches gigabytes, so a file is read once, line by line, for every extractor
-that reads it, and only the matches are kept. Nothing is silent: an extractor that matched
-nothing, or matched text that is not a number, comes back as a problem naming the metric, the
-pattern and the file, with the file's last lines.
+A long job's log reaches gigabytes, so a file is read once, in large blocks, for every extractor
+that reads it, and only reductions of the matches are kept (hpcscale.collect.readers.reducers).
+Patterns run on RE2 (google-re2), whose time is linear in the text whatever the pattern: no
+pattern can hang collect (`^(a+)+$` against "a"*40 + "!" is as quick as any). A pattern RE2
+cannot run (backreferences, lookaround) is refused by `validate` (pattern_error). A match never
+spans lines, and only a line's first match counts.
+
+The job's output is read one rank at a time where the ranks' own files exist
+(hpcscale.rankwrap's `ranks/<r>.out`): rank 0's by default, every rank's with `ranks: all`.
+Files are confined to the run directory: a source that is a link leading out is refused.
+
+Nothing is silent: an extractor that matched nothing, or matched text that is not a finite
+number, comes back as a problem naming the metric, the pattern and the file, with the file's
+last lines.
 """
 
 from __future__ import annotations
 
-import math
 import re
-import statistics
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
+import re2
+
+from hpcscale.collect.readers.reducers import Acc, combine, spread
 from hpcscale.util.logtail import tail
 
 Reduce = Literal["last", "first", "mean", "median", "min", "max", "sum", "series"]
 REDUCES: tuple[str, ...] = ("last", "first", "mean", "median", "min", "max", "sum", "series")
-OUTPUT = "output"  # the job's captured output (all ranks)
+OUTPUT = "output"  # the job's captured output (rank 0's, or each rank's: `ranks`)
+ALL_RANKS = "all"
+CHUNK = 16 << 20  # bytes read at a time
+MAX_LINE = 64 << 20  # a line longer than this (no newline in 64 MiB) is read in pieces
+_SKIP = "count"  # what another rank's accumulator does for a rank-0 series: count only
 
-_REDUCERS: dict[str, Callable[[list[float]], float]] = {
-    "last": lambda v: v[-1],
-    "first": lambda v: v[0],
-    "mean": statistics.fmean,
-    "median": statistics.median,
-    "min": min,
-    "max": max,
-    "sum": math.fsum,
-}
+_OPTIONS = re2.Options()
+_OPTIONS.never_nl = True  # a match never crosses a line
+_OPTIONS.log_errors = False
 
 
 @dataclass(frozen=True)
 class Extractor:
-    """One figure: `pattern` has one capture group (or a group named `value`)."""
+    """One figure: `pattern` has one capture group (or a group named `value`). `ranks`: 0 (rank
+    0's lines) or "all" (each rank reduced, then combined `across` them)."""
 
     name: str
     pattern: str
@@ -45,9 +56,12 @@ class Extractor:
     better: str = "lower"
     scale: str = "global"
     required: bool = True
+    ranks: int | str = 0
+    across: str = "sum"
 
-    def compiled(self) -> re.Pattern[str]:
-        return re.compile(self.pattern)
+    @property
+    def all_ranks(self) -> bool:
+        return self.ranks == ALL_RANKS
 
 
 @dataclass(frozen=True)
@@ -66,84 +80,247 @@ class Unparsed:
 
 @dataclass
 class Extracted:
-    """Reduced figures (`series` ones as lists) and the problems met on the way."""
+    """Reduced figures (`series` ones as lists), the problems met on the way, and notes for Data
+    quality (a capped series, ranks that disagree, an optional figure left out)."""
 
     values: dict[str, float | list[float]] = field(default_factory=dict)
     unparsed: list[Unparsed] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+@lru_cache(maxsize=256)
+def _compiled(pattern: str) -> Any:
+    """The pattern on RE2, over bytes, `^`/`$` at line ends; re2.error when RE2 refuses it."""
+    return re2.compile(b"(?m)" + pattern.encode("utf-8"), _OPTIONS)
+
+
+def _group(rx: Any) -> int:
+    return int(rx.groupindex.get(b"value", 1))
 
 
 def pattern_error(pattern: str) -> str | None:
-    """Why `pattern` cannot be an extractor (bad syntax, no capture group), or None."""
+    """Why `pattern` cannot be an extractor (bad syntax, not linear-time, no capture group)."""
     try:
-        rx = re.compile(pattern)
-    except re.error as exc:
-        return f"not a regular expression: {exc}"
-    if "value" not in rx.groupindex and rx.groups != 1:
+        rx = _compiled(pattern)
+    except re2.error as exc:
+        try:
+            re.compile(pattern)
+        except re.error as py_exc:
+            return f"not a regular expression: {py_exc}"
+        why = exc.args[0].decode() if exc.args and isinstance(exc.args[0], bytes) else exc
+        return (
+            f"RE2 cannot run it ({why}): extractors run in time linear in the output, so "
+            "backreferences and lookaround are refused; rewrite it without them"
+        )
+    if b"value" not in rx.groupindex and rx.groups != 1:
         return f"needs one capture group (or one named 'value'), has {rx.groups}"
     return None
 
 
-def _group(rx: re.Pattern[str]) -> int | str:
-    return "value" if "value" in rx.groupindex else 1
-
-
-def scan_lines(
-    lines: Iterable[str], extractors: Sequence[Extractor]
-) -> tuple[dict[str, list[float]], dict[str, str]]:
-    """Every match of every extractor in `lines` (re.search per line, so launcher prefixes do
-    not matter): numbers per metric, and per metric the first match that was not a number."""
-    compiled = [(e.name, e.compiled()) for e in extractors]
-    groups = [_group(rx) for _, rx in compiled]
-    found: dict[str, list[float]] = {e.name: [] for e in extractors}
-    bad: dict[str, str] = {}
-    for line in lines:
-        for (name, rx), grp in zip(compiled, groups, strict=True):
-            m = rx.search(line)
+def _scan(buf: bytes, plan: list[tuple[Acc, Any, int]], start: int, end: int) -> None:
+    """Each extractor's first match on each line of `buf[start:end]` (whole lines), searched
+    in place: a block is never copied."""
+    find = buf.find
+    for acc, search, grp in plan:
+        add, pos = acc.add, start
+        while pos < end:
+            m = search(buf, pos, end)
             if m is None:
+                break
+            add(m.group(grp))
+            nl = find(b"\n", m.end(), end)
+            if nl < 0:
+                break
+            pos = nl + 1
+
+
+def _lines(block: bytes) -> bytes:
+    """`\r` ends a line too, as progress bars write it (`\r\n` is one end)."""
+    if b"\r" in block:
+        return block.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+    return block
+
+
+def scan_file(path: Path, extractors: Sequence[Extractor], reduces: Sequence[str]) -> list[Acc]:
+    """One pass over `path` for all `extractors`, in blocks of whole lines; a line cut by a
+    block's end is joined to its rest, alone. OSError propagates."""
+    accs = [Acc(r) for r in reduces]
+    plan = []
+    for acc, ex in zip(accs, extractors, strict=True):
+        rx = _compiled(ex.pattern)
+        plan.append((acc, rx.search, _group(rx)))
+    with open(path, "rb") as fh:
+        carry = b""  # the start of a line the previous block cut
+        while block := _lines(fh.read(CHUNK)):
+            first = block.find(b"\n") + 1
+            if first == 0:  # no line ends in this block
+                carry += block
+                if len(carry) >= MAX_LINE:  # a line this long is read in pieces
+                    _scan(carry, plan, 0, len(carry))
+                    carry = b""
                 continue
-            text = m.group(grp)
-            try:
-                found[name].append(float(text))
-            except (TypeError, ValueError):
-                bad.setdefault(name, str(text))
-    return found, bad
+            if carry:
+                line = carry + block[:first]
+                _scan(line, plan, 0, len(line))
+            else:
+                first = 0
+            last = block.rfind(b"\n") + 1
+            if last > first:
+                _scan(block, plan, first, last)
+            carry = block[last:]
+        if carry:
+            _scan(carry, plan, 0, len(carry))
+    return accs
 
 
-def _open_lines(path: Path) -> Iterable[str]:
-    with open(path, encoding="utf-8", errors="replace", buffering=1 << 20) as fh:
-        yield from fh
+def refused(path: Path, root: Path | None) -> str | None:
+    """Why `path` may not be read: a link (or `..`) leading outside `root`, the run directory."""
+    if root is None:
+        return None
+    try:
+        real, base = path.resolve(), root.resolve()
+    except (OSError, RuntimeError) as exc:
+        return f"cannot be resolved: {exc}"
+    if not real.is_relative_to(base):
+        return f"refused: a link leading outside the run directory (to {real})"
+    return None
 
 
-def extract(sources: dict[str, Path], extractors: Sequence[Extractor]) -> Extracted:
+def _read(
+    path: Path | None, exs: Sequence[Extractor], reduces: Sequence[str], root: Path | None
+) -> tuple[list[Acc] | None, str | None]:
+    """The file's accumulators, or why it cannot be read."""
+    if path is None:
+        return None, "file missing"
+    if why := refused(path, root):
+        return None, why
+    if not path.is_file():
+        return None, "file missing"
+    try:
+        return scan_file(path, exs, reduces), None
+    except OSError as exc:
+        return None, f"unreadable: {exc}"
+
+
+def _problem(out: Extracted, ex: Extractor, file: Path | str, why: str, lines: bool) -> None:
+    """A required figure's problem (the run is unparsed), an optional one's note."""
+    if ex.required:
+        last = tail(file, lines=10) if lines else None
+        out.unparsed.append(Unparsed(ex.name, ex.pattern, str(file), why, last))
+    else:
+        out.notes.append(f"{ex.name} (optional): {why} in {file}")
+
+
+def _outcome(acc: Acc) -> tuple[Any, str | None, str | None]:
+    """(value, why none, note) of one file's matches."""
+    if acc.bad is not None:
+        return None, acc.bad, None
+    value, why, note = acc.result()
+    if value is None and why is None:
+        why = "no line matches"
+    return value, why, note
+
+
+def _finish(out: Extracted, ex: Extractor, acc: Acc, path: Path) -> None:
+    value, why, note = _outcome(acc)
+    if why is not None:
+        _problem(out, ex, path, why, lines=True)
+        return
+    out.values[ex.name] = value
+    if note:
+        out.notes.append(f"{ex.name}: {note}")
+
+
+def extract(
+    sources: dict[str, Path],
+    extractors: Sequence[Extractor],
+    *,
+    rank_files: dict[int, Path] | None = None,
+    root: Path | None = None,
+    tolerance: float | None = None,
+) -> Extracted:
     """Read each source file once for all the extractors that name it. `sources` maps a
-    source name (`output`, or a path relative to the run directory) to its file."""
+    source name (`output`, or a path relative to the run directory) to its file; `rank_files`
+    are the ranks' own outputs (rank -> file), read for `output` when given; every file must
+    stay inside `root`. Ranks whose values differ by more than `tolerance` are noted."""
     out = Extracted()
     by_source: dict[str, list[Extractor]] = {}
     for ex in extractors:
         by_source.setdefault(ex.source, []).append(ex)
     for source, exs in by_source.items():
-        path = sources.get(source)
-        if path is None or not path.is_file():
-            for ex in exs:
-                if ex.required:
-                    out.unparsed.append(
-                        Unparsed(ex.name, ex.pattern, str(path or source), "file missing", None)
-                    )
+        if source == OUTPUT and rank_files:
+            _extract_ranks(out, rank_files, exs, root, tolerance)
             continue
-        found, bad = scan_lines(_open_lines(path), exs)
-        for ex in exs:
-            vals = found[ex.name]
-            if ex.required and ex.name in bad:
-                reason = f"matched {bad[ex.name]!r}, which is not a number"
-                out.unparsed.append(
-                    Unparsed(ex.name, ex.pattern, str(path), reason, tail(path, lines=10))
-                )
-            elif vals:
-                out.values[ex.name] = (
-                    list(vals) if ex.reduce == "series" else _REDUCERS[ex.reduce](vals)
-                )
-            elif ex.required:
-                out.unparsed.append(
-                    Unparsed(ex.name, ex.pattern, str(path), "no line matches", tail(path, 10))
-                )
+        path = sources.get(source)
+        accs, why = _read(path, exs, [e.reduce for e in exs], root)
+        if accs is None:
+            for ex in exs:
+                _problem(out, ex, path or source, why or "file missing", lines=False)
+            continue
+        assert path is not None
+        for ex, acc in zip(exs, accs, strict=True):
+            _finish(out, ex, acc, path)
+        if source == OUTPUT and any(e.all_ranks for e in exs):
+            out.notes.append(
+                "no per-rank output (ranks/): `ranks: all` read every rank's lines together"
+            )
     return out
+
+
+def _extract_ranks(
+    out: Extracted,
+    files: dict[int, Path],
+    exs: Sequence[Extractor],
+    root: Path | None,
+    tolerance: float | None,
+) -> None:
+    """`output` extractors over the ranks' own files: each file read once."""
+    every = tolerance is not None or any(e.all_ranks for e in exs)
+    read: dict[int, tuple[list[Acc] | None, str | None]] = {}
+    for rank in sorted({*files, 0}) if every else [0]:
+        reduces = [e.reduce if rank == 0 or e.all_ranks or e.reduce != "series" else _SKIP
+                   for e in exs]  # fmt: skip
+        read[rank] = _read(files.get(rank), exs, reduces, root)
+    for i, ex in enumerate(exs):
+        per: dict[int, Any] = {}
+        failed: dict[int, str] = {}
+        for rank, (accs, why) in read.items():
+            if accs is None:
+                failed[rank] = why or "file missing"
+                continue
+            value, why, note = _outcome(accs[i])
+            if why is not None:
+                failed[rank] = why
+            else:
+                per[rank] = value
+                if note and (rank == 0 or ex.all_ranks):
+                    out.notes.append(f"{ex.name} (rank {rank}): {note}")
+        if not ex.all_ranks:
+            if 0 in failed:
+                _problem(out, ex, _file(files, 0), failed[0], lines=read[0][0] is not None)
+            else:
+                out.values[ex.name] = per[0]
+        elif failed:
+            first = min(failed)
+            where = ", ".join(map(str, sorted(failed)[:5])) + (" ..." if len(failed) > 5 else "")
+            why = f"rank{'s' if len(failed) > 1 else ''} {where}: {failed[first]}"
+            _problem(out, ex, _file(files, first), why, lines=read[first][0] is not None)
+        else:
+            out.values[ex.name] = combine([per[r] for r in sorted(per)], ex.across)
+        if tolerance is not None and ex.reduce != "series":
+            _disagree(out, ex, {r: float(v) for r, v in per.items()}, tolerance)
+
+
+def _file(files: dict[int, Path], rank: int) -> Path:
+    return files.get(rank, Path("ranks") / f"{rank}.out")
+
+
+def _disagree(out: Extracted, ex: Extractor, per: dict[int, float], tolerance: float) -> None:
+    if len(per) < 2 or (gap := spread(list(per.values()))) <= tolerance:
+        return
+    lo = min(per, key=per.__getitem__)
+    hi = max(per, key=per.__getitem__)
+    out.notes.append(
+        f"{ex.name}: ranks disagree by {gap:.1%} (rank {lo}: {per[lo]:g}, rank {hi}: "
+        f"{per[hi]:g}; rank_tolerance {tolerance:.0%})"
+    )

@@ -6,8 +6,6 @@ both engines share one definition of each category.
 
 from __future__ import annotations
 
-import math
-
 COLLECTIVES = frozenset(
     {
         "ALLREDUCE",
@@ -66,6 +64,10 @@ def category_of(name: str) -> str:
     return "other"
 
 
+# No tensor comes near 1 TiB; past it a shape is damaged (and sums of it would leave int64).
+MAX_TENSOR_BYTES = 1 << 40
+
+
 def tensor_bytes(dtype: str | None, shape: str | None) -> int | None:
     """Bytes of a tensor from the timeline's `dtype` ("float32") and `shape` ("[3, 3, 64]")."""
     if not dtype or shape is None:
@@ -75,7 +77,12 @@ def tensor_bytes(dtype: str | None, shape: str | None) -> int | None:
         return None
     dims = shape.strip().strip("[]")
     try:
-        count = math.prod(int(d) for d in dims.split(",")) if dims.strip() else 1
+        counts = [int(d) for d in dims.split(",")] if dims.strip() else []
     except ValueError:
         return None
-    return size * count
+    total = size
+    for d in counts:  # a damaged shape ([-4], [99999999999999999999]) is no size
+        total *= d
+        if d < 0 or total > MAX_TENSOR_BYTES:
+            return None
+    return total

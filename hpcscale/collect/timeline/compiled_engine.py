@@ -157,6 +157,8 @@ class CompiledFolder(SpanFolder):
 
         def end_sizes(rows: list[int]) -> np.ndarray:
             a = acode[end_a[rows]]
+            if not len(arg_size):  # no record so far had `args` (a valid timeline may not)
+                return np.full(len(a), -1, dtype=np.int64)
             return np.where(a >= 0, arg_size[np.maximum(a, 0)], -1)
 
         def under_allreduce(rows: list[int]) -> np.ndarray:
@@ -233,8 +235,8 @@ class CompiledFolder(SpanFolder):
             name = self.arg_tensor[a]
             assert name is not None
             self.arg_pool[a] = pool.setdefault(name, len(pool))
-        self._grow(int(pid.max()))
-        self.name_idx[pid] = self.arg_pool[acode]
+        slots = self.slots(pid)  # first: it may grow name_idx
+        self.name_idx[slots] = self.arg_pool[acode]
 
     def open_bottom_ts(self) -> np.ndarray:
         return np.frombuffer(self.scanner.open_spans()[0], dtype=np.int64)

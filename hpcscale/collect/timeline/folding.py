@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from hpcscale.collect.timeline.classify import CATEGORIES, category_of
+from hpcscale.collect.timeline.records import TimelineError
 from hpcscale.collect.timeline.streaming_union import StreamingUnion
 from hpcscale.collect.timeline.summary import TensorStat, TimelineSummary
 
@@ -49,8 +50,9 @@ class SpanFolder(ABC):
     spans through `fold_spans`; `summary` gives the result.
 
     Names (of spans and ticks) become small integer codes as they are first met; per-tensor
-    figures live in arrays indexed by pid (Horovod numbers tensors 1, 2, ...), with tensor names
-    as indices into a pool of distinct names, so millions of tensors stay cheap."""
+    figures live in arrays indexed by a slot per distinct pid (Horovod numbers tensors 1, 2, ...,
+    but a file may say any int64), with tensor names as indices into a pool of distinct names,
+    so millions of tensors stay cheap."""
 
     def __init__(self, keep_comm: bool, window_unix: tuple[int, int] | None = None) -> None:
         self.window: tuple[int, int] | None = None
@@ -73,6 +75,8 @@ class SpanFolder(ABC):
         self.waits_or_comm: StreamingUnion | None = None
         self.allreduce_code = self._code("ALLREDUCE")
         self.name_pool: dict[str, int] = {}
+        self.slot_of: dict[int, int] = {}  # pid -> its row in the per-tensor arrays
+        self.slot_pid = np.empty(0, dtype=np.int64)
         self.name_idx = np.full(64, -1, dtype=np.int64)
         self.comm_us = np.zeros(64, dtype=np.int64)
         self.ops = np.zeros(64, dtype=np.int64)
@@ -127,6 +131,14 @@ class SpanFolder(ABC):
         `ready` is the last rank ready in each negotiation row, in row order; `end_sizes` and
         `under_allreduce` answer for the few rows that need them (see their types)."""
         n = len(code)
+        backwards = np.flatnonzero(t1 < t0)
+        if len(backwards):  # Horovod's clock never runs back: the file is damaged
+            i = int(backwards[0])
+            raise TimelineError(
+                f"{len(backwards)} span(s) end before they begin (first: "
+                f"{self.names[int(code[i])]!r} on pid {int(end_pid[i])}, B at ts {int(t0[i])}, "
+                f"E at ts {int(t1[i])})"
+            )
         cat = self.code_cat[code]
         negotiations = np.flatnonzero(cat == NEGOTIATE).tolist()
         mark = self.watermark(int(t1.max()))
@@ -193,9 +205,8 @@ class SpanFolder(ABC):
         end_sizes: EndSizes,
     ) -> None:
         """Per-tensor time and op counts, and allreduce bytes from the closing E's args."""
-        upid, inv = np.unique(pids, return_inverse=True)
-        upid = np.maximum(upid, 0)
-        self._grow(int(upid[-1]))
+        upid, inv = np.unique(np.maximum(pids, 0), return_inverse=True)
+        upid = self.slots(upid)
         self.comm_us[upid] += np.bincount(inv, weights=(t1 - t0)[comm]).astype(np.int64)
         self.ops[upid] += np.bincount(inv)
         ar = np.flatnonzero(code[comm] == self.allreduce_code).tolist()
@@ -207,11 +218,22 @@ class SpanFolder(ABC):
             pid_sizes = np.bincount(inv[ar][ok], weights=sizes[ok], minlength=len(upid))
             self.tbytes[upid] += pid_sizes.astype(np.int64)
 
-    def _grow(self, pid: int) -> None:
-        """Make the per-pid arrays long enough to index `pid`."""
-        if pid < len(self.comm_us):
+    def slots(self, pids: np.ndarray) -> np.ndarray:
+        """The per-tensor arrays' rows of `pids`, new pids given new rows (arrays grown)."""
+        slot_of = self.slot_of
+        new = [p for p in dict.fromkeys(pids.tolist()) if p not in slot_of]
+        if new:
+            for p in new:
+                slot_of[p] = len(slot_of)
+            self.slot_pid = np.concatenate((self.slot_pid, np.asarray(new, dtype=np.int64)))
+            self._grow(len(slot_of) - 1)
+        return np.fromiter(map(slot_of.__getitem__, pids.tolist()), np.int64, count=len(pids))
+
+    def _grow(self, slot: int) -> None:
+        """Make the per-tensor arrays long enough to index `slot`."""
+        if slot < len(self.comm_us):
             return
-        size = max(pid + 1, 2 * len(self.comm_us))
+        size = max(slot + 1, 2 * len(self.comm_us))
         for name in ("comm_us", "ops", "tbytes", "name_idx"):
             old = getattr(self, name)
             new = np.full(size, -1 if name == "name_idx" else 0, dtype=np.int64)
@@ -255,18 +277,18 @@ class SpanFolder(ABC):
 
     def _top_tensors(self) -> list[TensorStat]:
         """The TOP_KEEP tensors with the most communication time (ties: lower pid first)."""
-        pids = np.flatnonzero(self.ops > 0)
-        order = np.lexsort((pids, -self.comm_us[pids]))[:TOP_KEEP]
+        rows = np.flatnonzero(self.ops > 0)
+        order = np.lexsort((self.slot_pid[rows], -self.comm_us[rows]))[:TOP_KEEP]
         pool = list(self.name_pool)
         out = []
-        for pid in pids[order].tolist():
-            k = int(self.name_idx[pid])
+        for row in rows[order].tolist():
+            k = int(self.name_idx[row])
             out.append(
                 TensorStat(
-                    name=pool[k] if k >= 0 else f"pid {pid}",
-                    comm_us=int(self.comm_us[pid]),
-                    ops=int(self.ops[pid]),
-                    bytes=int(self.tbytes[pid]),
+                    name=pool[k] if k >= 0 else f"pid {int(self.slot_pid[row])}",
+                    comm_us=int(self.comm_us[row]),
+                    ops=int(self.ops[row]),
+                    bytes=int(self.tbytes[row]),
                 )
             )
         return out

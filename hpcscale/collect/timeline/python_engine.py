@@ -112,8 +112,8 @@ class PythonFolder(SpanFolder):
         if args.start_time_since_epoch_in_micros is not None:
             self._note_start_time(args.start_time_since_epoch_in_micros)
         elif args.name is not None and pid > 0:
-            self._grow(pid)
-            self.name_idx[pid] = self.name_pool.setdefault(args.name, len(self.name_pool))
+            slot = int(self.slots(np.array([pid], dtype=np.int64))[0])
+            self.name_idx[slot] = self.name_pool.setdefault(args.name, len(self.name_pool))
 
     def _fold_pairs(
         self, begins: list[Event], ends: list[Event], parents: list[Event | None]

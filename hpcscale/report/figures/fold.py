@@ -26,7 +26,7 @@ MAX_BARS = 24  # bars in one panel, each named on the axis
 MAX_FIGURES = 6  # figures of one kind in a section (one per line group)
 BAND_COLOUR = "0.82"
 FULL_TABLE = (
-    "every one is in the section's table (and in data/<campaign>-<table>.csv with "
+    "every one is in the section's table (and in `data/<campaign>-<table>.csv` with "
     "`hpcscale report -f csv`)"
 )
 _NOTE = "_hpcscale_note"

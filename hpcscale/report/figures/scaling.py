@@ -9,8 +9,8 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from hpcscale.analysis.intervals import short_label
+from hpcscale.analysis.strategies import strategy_of
 from hpcscale.analysis.sweeps import scaled_groups
-from hpcscale.analysis.tables import strategy_name
 from hpcscale.core.vocab import term
 from hpcscale.report import labels as lbl
 from hpcscale.report.figures.fold import fold_groups, with_note
@@ -31,9 +31,10 @@ from hpcscale.report.figures.style import (
 
 
 @styled
-def throughput(cells: pd.DataFrame) -> Figure | None:
-    """Images/s against the scaled axis, one panel per scaling mode, each group with its ideal
-    (linear from the group's baseline) as a dashed line of the same colour; past MAX_LINES
+def throughput(cells: pd.DataFrame, metric: str = "images_per_s") -> Figure | None:
+    """Images/s (or `metric`: a `time:` campaign's epoch_time_s) against the scaled axis, one
+    panel per scaling mode, each group with its ideal (linear from the group's baseline; for a
+    time, the baseline's time / scale) as a dashed line of the same colour; past MAX_LINES
     groups in a panel the others are folded into a band (figures.fold)."""
     scaled = scaled_groups(cells)
     modes = [m for m in ("weak", "strong") if (scaled["scaling"] == m).any()]
@@ -50,29 +51,30 @@ def throughput(cells: pd.DataFrame) -> Figure | None:
         for gid, g in sub.groupby("group", sort=True):
             g = g.sort_values("axis_value")
             x = g["axis_value"].to_numpy(float)
-            bounds = interval_bounds(g, "images_per_s")
+            bounds = interval_bounds(g, metric)
             line(
                 ax,
                 x,
-                g["images_per_s"],
-                spread(g, "images_per_s") if bounds is None else None,
+                g[metric],
+                spread(g, metric) if bounds is None else None,
                 bounds,
                 marker="o",
                 color=colours[gid],
                 label=names[gid],
             )
-            ideal = (g["base_images_per_s"] * g["scale"]).to_numpy(float)
+            base, scale = g[f"base_{metric}"].to_numpy(float), g["scale"].to_numpy(float)
+            ideal = base / scale if metric == "epoch_time_s" else base * scale
             ax.plot(x, ideal, ls="--", lw=1.2, color=colours[gid])
         if (folded := folds[mode][1]) is not None:
-            folded.band(ax, "images_per_s")
+            folded.band(ax, metric)
             with_note(fig, f"{mode.capitalize()} scaling: {folded.note()}")
         ax.plot([], [], ls="--", color="0.35", label="ideal (linear from the baseline)")
-        name_bars(ax, _bars_name(sub, "images_per_s"))
+        name_bars(ax, _bars_name(sub, metric))
         log2_x(ax, every[every["scaling"] == mode]["axis_value"])
         ax.set_ylim(bottom=0)
         ax.set_title(f"{mode.capitalize()} scaling")
         ax.set_xlabel(axis_title(str(sub["axis"].iloc[0])))
-        ax.set_ylabel(term("images_per_s").heading)
+        ax.set_ylabel(term(metric).heading)
         legend_below(ax, last="ideal")
     return fig
 
@@ -97,7 +99,7 @@ def efficiency(cells: pd.DataFrame) -> Figure | None:
     for i, (gid, g) in enumerate(scaled.groupby("group", sort=True)):
         g = g.sort_values("axis_value")
         first = g.iloc[0]
-        strat = strategy_name(first["strategy"], first["cross_device_ops"], first["mpi"])
+        strat = strategy_of(first)
         name = names[gid] if strat in names[gid] else f"{strat}: {names[gid]}"
         labels[gid] = (name, colour(i))
         line(

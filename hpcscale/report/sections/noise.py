@@ -1,7 +1,7 @@
 """What the noise over repeats allows the report to say: the paragraph explaining its intervals
 (method, real level, how often "faster" is said of two equal cells), and the comparisons between
 cells that differ only in a knob (strategy, MPI flavour, fusion, ...): one is called faster only
-when the intervals of their throughput do not overlap."""
+when the intervals of their throughput (a `time:` campaign's time) do not overlap."""
 
 from __future__ import annotations
 
@@ -16,9 +16,10 @@ from hpcscale.analysis.intervals import (
     pct,
     repeats_needed,
 )
+from hpcscale.analysis.metric import compared_on
 from hpcscale.analysis.noise import false_call_rate, verdict
 from hpcscale.analysis.tables import axis_label
-from hpcscale.core.vocab import KNOBS, arg_columns
+from hpcscale.core.vocab import KNOBS, arg_columns, term
 from hpcscale.report.labels import KNOB_PARTS, labels
 from hpcscale.report.model import Table
 
@@ -40,7 +41,8 @@ COUNTS_SHOWN = (3, 5, 10)  # repeat counts whose levels the explanation always g
 def method_text(cells: pd.DataFrame) -> str | None:
     """The paragraph explaining the intervals over repeats, with the levels and false-call
     rates of the repeat counts these cells have; None when no cell has an interval."""
-    if "images_per_s_lo" not in cells.columns or not cells["images_per_s_lo"].notna().any():
+    lows = [f"{m}_lo" for m in ("images_per_s", "epoch_time_s") if f"{m}_lo" in cells.columns]
+    if not any(cells[c].notna().any() for c in lows):
         return None
     counts = sorted({*COUNTS_SHOWN, *(int(n) for n in cells["repeats"] if n >= 2)})
     levels = ", ".join(f"{pct(median_rank(n)[1])} with {n}" for n in counts)
@@ -64,8 +66,11 @@ def method_text(cells: pd.DataFrame) -> str | None:
 
 
 def comparisons(cells: pd.DataFrame) -> pd.DataFrame:
-    """Per set of cells equal in SAME but for a knob: the fastest (median images/s) against each
-    other, with the verdict: 'A faster than B' only when the intervals do not overlap."""
+    """Per set of cells equal in SAME but for a knob: the fastest (median images/s, or the
+    shortest median time of a `time:` campaign) against each other, with the verdict: 'A
+    faster than B' only when the intervals do not overlap."""
+    metric, higher = compared_on(cells)
+    heading = term(metric).heading if metric != METRIC else "Images/s"
     knobs = [c for c in (*KNOBS, "tasks_per_node", "threads_per_task") if c in cells.columns]
     knobs += arg_columns(cells.columns)  # a swept workload argument is compared like a knob
     rows = []
@@ -76,18 +81,18 @@ def comparisons(cells: pd.DataFrame) -> pd.DataFrame:
     for _, sub in cells.groupby(same, dropna=False, sort=True):
         if len(sub) < 2 or len(sub[knobs].map(str).drop_duplicates()) < 2:
             continue
-        sub = sub.sort_values(METRIC, ascending=False, kind="stable")
+        sub = sub.sort_values(metric, ascending=not higher, kind="stable")
         names = labels(sub, KNOB_PARTS)
         # dicts, not a Series per row (iterrows): a sweep has hundreds of cells per scale
         best, *others = sub.to_dict("records")
         best_name = names[0]
         for other, name in zip(others, names[1:], strict=True):
             said = verdict(
-                float(best[METRIC]),
-                interval(best, METRIC),
-                float(other[METRIC]),
-                interval(other, METRIC),
-                higher_is_better=True,
+                float(best[metric]),
+                interval(best, metric),
+                float(other[metric]),
+                interval(other, metric),
+                higher_is_better=higher,
             )
             rows.append(
                 {
@@ -95,10 +100,10 @@ def comparisons(cells: pd.DataFrame) -> pd.DataFrame:
                     axis: best.get("axis_value", best["ranks"]),
                     "A": best_name,
                     "B": name,
-                    "Images/s A": best[METRIC],
-                    "Images/s B": other[METRIC],
-                    "A interval": labelled(best, METRIC) or "–",
-                    "B interval": labelled(other, METRIC) or "–",
+                    f"{heading} A": best[metric],
+                    f"{heading} B": other[metric],
+                    "A interval": labelled(best, metric) or "–",
+                    "B interval": labelled(other, metric) or "–",
                     "Verdict": _say(said, best_name, name),
                 }
             )
@@ -110,12 +115,13 @@ def comparison_table(cells: pd.DataFrame, key: str = "comparisons") -> Table | N
     frame = comparisons(cells)
     if frame.empty:
         return None
+    metric, higher = compared_on(cells)
     return Table(
         key,
-        "Which setting is faster (throughput), within noise or not",
+        f"Which setting is faster ({'throughput' if higher else 'time'}), within noise or not",
         frame,
         "Intervals (level in brackets): "
-        + note(cells, (METRIC,))
+        + note(cells, (metric,))
         + " Cells whose intervals overlap are within noise; without repeats there is no "
         "interval and no cell is called faster.",
     )

@@ -93,20 +93,20 @@ def mark_flagged(
         else np.zeros(len(cells), bool)
     )
     marked = cells[cells["flags"].astype(bool).to_numpy() | has_problem]
-    pairs = _matches(table.frame, marked, match)
-    marks, reasons, shown = [""] * len(table.frame), {}, set()
-    for row, hits in pairs.groupby("row", sort=True)["cell"]:
-        hit = marked.loc[list(hits)]
-        shown.update(hit.index)
-        kinds = [k for v in hit["flags"] for k in str(v).split(", ") if k]
-        marks[int(row)] = ", ".join(dict.fromkeys(kinds))
-        if problem is not None:
-            for axis, value, why in zip(
-                hit["axis"], hit["axis_value"], hit["baseline_problem"], strict=True
-            ):
-                if isinstance(why, str):
-                    reasons[f"{axis}={value:g}"] = why
-    absent = cells[cells["flags"].astype(bool) & ~cells.index.isin(list(shown))]
+    pairs, shown = _matches(table.frame, marked, match)
+    kinds: dict[int, dict[str, None]] = {}
+    for row, text in zip(pairs["row"].tolist(), pairs["flags"].tolist(), strict=True):
+        kinds.setdefault(row, {}).update(dict.fromkeys(k for k in text.split(", ") if k))
+    marks = [", ".join(kinds.get(row, ())) for row in range(len(table.frame))]
+    reasons: dict[str, str] = {}
+    if problem is not None:
+        hit = marked.loc[shown]
+        for axis, value, why in zip(
+            hit["axis"], hit["axis_value"], hit["baseline_problem"], strict=True
+        ):
+            if isinstance(why, str):
+                reasons[f"{axis}={value:g}"] = why
+    absent = cells[cells["flags"].astype(bool) & ~cells.index.isin(shown)]
     if not any(marks) and absent.empty:
         return table
     frame = table.frame.copy()
@@ -133,20 +133,26 @@ def mark_cell_tables(section: Section, cells: pd.DataFrame) -> Section:
     return section
 
 
-def _matches(frame: pd.DataFrame, cells: pd.DataFrame, match: Mapping[str, str]) -> pd.DataFrame:
-    """(row, cell) pairs: the position of each table row and the index of each cell it
-    matches on every `match` pair (all cells when there is nothing to match on)."""
+def _matches(
+    frame: pd.DataFrame, cells: pd.DataFrame, match: Mapping[str, str]
+) -> tuple[pd.DataFrame, pd.Index]:
+    """(row, flags) pairs: the position of each table row and the flags text of the cells it
+    matches on every `match` pair (all cells when there is nothing to match on), each text once
+    per row; and the index of every cell some row matches. Cells alike in keys and flags (a
+    knob sweep's copies match every row of theirs alike) are joined once: the pairs of a
+    1,000-cell sweep were rows x cells."""
     left = pd.DataFrame({"row": np.arange(len(frame))})
-    right = pd.DataFrame({"cell": cells.index})
-    if cells.empty:
-        return pd.DataFrame({"row": [], "cell": []})
-    if not match:
-        return left.merge(right, how="cross")
+    right = pd.DataFrame({"cell": cells.index, "flags": [str(v) for v in cells["flags"]]})
     on = [f"k{i}" for i in range(len(match))]
     for k, (t, c) in zip(on, match.items(), strict=True):
         left[k] = [_key(v) for v in frame[t]]
         right[k] = [_key(v) for v in cells[c]]
-    return left.merge(right, on=on, sort=False)[["row", "cell"]]
+    distinct = right.drop_duplicates([*on, "flags"])[[*on, "flags"]]
+    if not on:
+        return left.merge(distinct, how="cross"), cells.index
+    pairs = left.merge(distinct, on=on, sort=False).sort_values("row", kind="stable")
+    seen = right.merge(left[on].drop_duplicates(), on=on, how="left", indicator=True)
+    return pairs[["row", "flags"]], cells.index[(seen["_merge"] == "both").to_numpy()]
 
 
 def _cells_by_run(runs: pd.DataFrame, ctx: TableContext) -> Callable[[str], str]:

@@ -11,6 +11,7 @@ import pandas as pd
 from hpcscale.analysis import tables
 from hpcscale.analysis.extrapolate import comm_cost, extrapolate, predict_at, refusals
 from hpcscale.analysis.intervals import note
+from hpcscale.analysis.metric import compared_on, strong_rule
 from hpcscale.analysis.sweeps import scaled_groups
 from hpcscale.errors import HpcscaleError
 from hpcscale.report import figures
@@ -53,6 +54,9 @@ def scaling_section(cells: pd.DataFrame) -> Section | None:
     compare = comparison_table(cells)
     if compare is not None:
         tabs.append(compare)
+    metric, higher = compared_on(cells)  # a `time:` campaign's time: its images/s is empty
+    drawn = "throughput" if higher else "time"
+    ideal = "linear scaling" if higher else "time (the baseline's time / scale)"
     return Section(
         "scaling",
         "Scaling results",
@@ -60,10 +64,10 @@ def scaling_section(cells: pd.DataFrame) -> Section | None:
         tabs,
         plot_if(
             "throughput",
-            "Throughput against scale",
-            figures.throughput(cells),
-            "Measured throughput (solid) and the ideal linear scaling from each group's baseline "
-            "(dashed); error bars: " + _bars(cells),
+            f"{drawn.capitalize()} against scale",
+            figures.throughput(cells, metric),
+            f"Measured {drawn} (solid) and the ideal {ideal} from each group's baseline "
+            "(dashed); error bars: " + _bars(cells, metric),
         ),
     )
 
@@ -118,8 +122,8 @@ def efficiency_section(cells: pd.DataFrame) -> Section | None:
         return None
     overhead = tables.overhead_table(scaled)
     text = [
-        "Strong scaling is judged on time: efficiency = T₁ / (N·T_N). Weak scaling is judged on "
-        "throughput: efficiency = X_N / (N·X₁), with N the scale relative to the baseline.",
+        strong_rule(scaled) + " Weak scaling is judged on throughput: efficiency = "
+        "X_N / (N·X₁), with N the scale relative to the baseline.",
         'Scaling loss is seed 000\'s "communication overhead", kept for comparison with it: '
         "1/efficiency − 1 = (N·T_N − T₁)/T₁ (8.70 % goes with an efficiency of 0.92). It counts "
         "all scaling loss, not only communication. The measured communication share beside it "

@@ -16,6 +16,7 @@ import pandas as pd
 
 from hpcscale.analysis.curves import gaps, has_accuracy, learning_curves, per_epoch
 from hpcscale.analysis.frame import normalise
+from hpcscale.analysis.metric import command_rows
 from hpcscale.analysis.tables import with_args
 from hpcscale.analysis.targets import campaign_targets, target_lines
 from hpcscale.report import labels as lbl
@@ -98,6 +99,16 @@ def gap_text(cells: pd.DataFrame, curves: pd.DataFrame) -> str:
     return f"{NO_FILL}: {said}."
 
 
+def curve_source(runs: pd.DataFrame) -> str:
+    """Where the per-epoch values come from: a bundled program's metrics.json, a command's
+    output as its extractors read it, or both."""
+    own = command_rows(runs)
+    said = ["metrics.json"] if not own.all() else []
+    if own.any():
+        said.append("your program's output, read by its extractors (`workload.metrics`)")
+    return "; ".join(said)
+
+
 def training_section(runs: pd.DataFrame, notes: list[str]) -> Section | None:
     """Learning curves per line group, a final-epoch table, and epochs to the plateau."""
     cells, curves, skipped = learning_curves(runs)
@@ -134,12 +145,13 @@ def training_section(runs: pd.DataFrame, notes: list[str]) -> Section | None:
             )
         )
     table = final_table(cells, curves)
+    source = curve_source(runs)
     text = [
-        "Per-epoch values as the runs recorded them (metrics.json), one line per scale: seed "
+        f"Per-epoch values as the runs recorded them ({source}), one line per scale: seed "
         "004 compared the training and validation accuracy of 1, 2 and 4 GPUs this way. "
         "Accuracy is a fraction (1 = every image right)."
         if has_accuracy(curves)
-        else "Each loss per epoch as the runs recorded them (metrics.json), one line per scale "
+        else f"Each loss per epoch as the runs recorded them ({source}), one line per scale "
         "(a GAN's g_loss is the generator's, d_loss the discriminator's)."
     ]
     if len(drawn) < len(names):

@@ -1,0 +1,63 @@
+"""Which rank `hpcscale.probe` believes it is: under `srun`/`mpirun` -> torchrun each
+worker of a node inherits the node's OMPI_*/PMI_*/SLURM_* rank, and only torchrun's RANK tells
+the workers apart; MVAPICH2's own variables are read as the bundled jobs read them. Each case
+starts a real process with the environment a launcher would give it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO
+
+SCRIPT = """\
+from hpcscale import probe
+print("RANK", probe.rank(), "SIZE", probe.world_size(), flush=True)
+probe.event("global_batch_size", 8)
+"""
+LAUNCHER_PREFIXES = ("OMPI_", "PMI_", "SLURM", "MV2_", "HOROVOD_", "RANK", "WORLD_SIZE")
+
+
+def _probe(tmp_path: Path, env: dict[str, str]) -> tuple[str, bool]:
+    script = tmp_path / "p.py"
+    script.write_text(SCRIPT)
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(LAUNCHER_PREFIXES)}
+    proc = subprocess.run(
+        [sys.executable, str(script)],
+        env={**clean, "PYTHONPATH": str(REPO), **env},
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    (said,) = [ln for ln in proc.stdout.splitlines() if ln.startswith("RANK ")]
+    return said, ":::MLLOG" in proc.stdout
+
+
+@pytest.mark.parametrize(
+    ("env", "said", "writes"),
+    [
+        # srun -> torchrun: node 0's second worker (torchrun sets RANK per worker)
+        ({"SLURM_PROCID": "0", "SLURM_NTASKS": "2", "RANK": "1", "WORLD_SIZE": "8"},
+         "RANK 1 SIZE 8", False),
+        # mpirun -> torchrun: node 1's first worker is global rank 4
+        ({"OMPI_COMM_WORLD_RANK": "1", "OMPI_COMM_WORLD_SIZE": "2", "RANK": "4",
+          "WORLD_SIZE": "8"}, "RANK 4 SIZE 8", False),
+        # the node-0 worker that is rank 0 writes, whatever its node's OMPI rank
+        ({"OMPI_COMM_WORLD_RANK": "1", "PMI_RANK": "1", "RANK": "0", "WORLD_SIZE": "8"},
+         "RANK 0 SIZE 8", True),
+        # MVAPICH2's mpirun_rsh: MV2_COMM_WORLD_* only
+        ({"MV2_COMM_WORLD_RANK": "3", "MV2_COMM_WORLD_SIZE": "4"}, "RANK 3 SIZE 4", False),
+        ({"MV2_COMM_WORLD_RANK": "0", "MV2_COMM_WORLD_SIZE": "4"}, "RANK 0 SIZE 4", True),
+        # a plain MPI launch still reads Open MPI's variables
+        ({"OMPI_COMM_WORLD_RANK": "1", "OMPI_COMM_WORLD_SIZE": "2"}, "RANK 1 SIZE 2", False),
+    ],
+)  # fmt: skip
+def test_probe_reads_the_innermost_launchers_rank(
+    tmp_path: Path, env: dict[str, str], said: str, writes: bool
+) -> None:
+    assert _probe(tmp_path, env) == (said, writes)
