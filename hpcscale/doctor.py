@@ -98,6 +98,7 @@ class Diagnosis:
     profile: str  # the profile file
     python: str  # the interpreter the jobs run with
     checks: list[Check] = field(default_factory=list)
+    campaign: str | None = None  # the campaign checked (`doctor CAMPAIGN`), else a profile only
 
     @property
     def ok(self) -> bool:
@@ -108,6 +109,7 @@ class Diagnosis:
             "system": self.system,
             "profile": self.profile,
             "python": self.python,
+            "campaign": self.campaign,
             "ok": self.ok,
             "checks": [c.__dict__ for c in self.checks],
         }

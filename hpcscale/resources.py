@@ -57,3 +57,12 @@ def jobs_dir() -> Path:
 
 def campaigns_dir() -> Path:
     return bundled_dir("campaigns")
+
+
+def shipped_example(path: Path) -> str | None:
+    """The shipped campaign a bare name or file name means (`quickstart`, `quickstart.yaml`),
+    if there is one: the name a user types after reading about it, before `init --example`."""
+    name = path.name[: -len(path.suffix)] if path.suffix in (".yaml", ".yml") else path.name
+    if path.parent != Path(".") or not name:
+        return None
+    return name if (bundled_dir("campaigns") / f"{name}.yaml").is_file() else None

@@ -127,6 +127,9 @@ def test_interrupt_leaves_ledger_consistent_and_resume_finishes(
     os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C in a terminal does
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err
+    # what the user reads: one line, no runner's KeyboardInterrupt traceback beside it
+    assert "interrupted; state on disk is consistent" in err
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
     with Ledger(ledger_path.parent) as ledger:
         states = sorted(str(r.state) for r in ledger.rows())
         pgids = list((workdir / "intr").rglob(".pgid"))

@@ -37,7 +37,7 @@ def test_every_campaign_renders_valid_bash(path: Path, workdir: Path) -> None:
         if lc.system.scheduler == "slurm":
             text = script.read_text()
             assert f"#SBATCH --nodes={r.run.nodes}\n" in text
-            assert f"#SBATCH --job-name=hpcscale.{lc.campaign.name}.{r.run.run_id}\n" in text
+            assert f"#SBATCH --job-name={lc.campaign.name}.hpcscale.{r.run.run_id}\n" in text
 
 
 def test_render_twice_gives_same_ids_and_files(workdir: Path) -> None:

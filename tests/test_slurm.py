@@ -156,7 +156,7 @@ def test_index_spec_and_shapes(tmp_path: Path, workdir: Path) -> None:
     lines = slurm_arrays.describe(rendered, array=True, max_parallel=3)
     sbatch = [ln for ln in lines if ln.startswith("sbatch")]
     assert len(sbatch) == 4
-    assert all("%3 " in ln and "--job-name=hpcscale.plan.a-" in ln for ln in sbatch)
+    assert all("%3 " in ln and "--job-name=plan.hpcscale.a-" in ln for ln in sbatch)
     assert sum("--nodes=2 --ntasks-per-node=2 --cpus-per-task=1" in ln for ln in sbatch) == 1
     plain = slurm_arrays.describe(rendered, array=False, max_parallel=None)
     assert len(plain) == 8 and all(ln.endswith("/job.sbatch") for ln in plain)
@@ -193,7 +193,7 @@ def test_one_array_per_shape_all_completed_and_resubmit_is_a_no_op(
 
     again = hpcscale("submit", str(camp), check=True)
     assert "0 run(s) submitted, 8 skipped" in again.stdout
-    assert len(jobs_named(slurm_cluster, "hpcscale.shapes.")) == 8  # nothing submitted twice
+    assert len(jobs_named(slurm_cluster, "shapes.hpcscale.")) == 8  # nothing submitted twice
 
 
 def test_no_array_submits_one_job_per_run(
@@ -290,7 +290,7 @@ def test_crash_after_sbatch_is_repaired_without_duplicates(
     assert "5 run(s) submitted, 3 skipped" in proc.stdout
     rows = wait_terminal("crash")
     assert {r["state"] for r in rows} == {"COMPLETED"}
-    assert len(jobs_named(slurm_cluster, "hpcscale.crash.")) == 8  # each run exactly once
+    assert len(jobs_named(slurm_cluster, "crash.hpcscale.")) == 8  # each run exactly once
 
 
 def test_lost_ledger_rows_are_rebuilt_from_sacct(
@@ -332,7 +332,7 @@ def test_two_concurrent_submits_submit_each_run_once(
     outs = [out for out, _ in outs]
     assert sorted("8 run(s) submitted" in o for o in outs) == [False, True]
     wait_terminal("twice")
-    assert len(jobs_named(slurm_cluster, "hpcscale.twice.")) == 8
+    assert len(jobs_named(slurm_cluster, "twice.hpcscale.")) == 8
 
 
 def test_rejected_shape_shows_slurm_message_and_others_go_in(
@@ -563,7 +563,7 @@ def test_split_arrays_with_equal_indices_are_repaired_to_their_own_runs(
     rows = {r["run_id"]: r for r in wait_terminal("split")}
     assert {r["state"] for r in rows.values()} == {"COMPLETED"}
     assert {rid: rows[rid]["job_id"] for rid in jobs} == jobs
-    assert len(jobs_named(slurm_cluster, "hpcscale.split.")) == 3
+    assert len(jobs_named(slurm_cluster, "split.hpcscale.")) == 3
 
 
 def test_max_submit_jobs_submits_what_fits_and_follow_submits_the_rest(
@@ -620,7 +620,7 @@ def test_ctrl_c_stops_follow_and_leaves_the_ledger_consistent(
     assert sorted(r["job_id"] is None for r in rows) == [False, False, True, True, True]
     assert all(r["state"] == "RENDERED" for r in rows if r["job_id"] is None)
     assert not list((workdir / "stopped" / "arrays").glob("*.pending"))
-    assert len(jobs_named(enforcing, "hpcscale.stopped.")) == 2
+    assert len(jobs_named(enforcing, "stopped.hpcscale.")) == 2
     hpcscale("cancel", "stopped", check=True)
     wait_terminal("stopped", ignore=("RENDERED",))
 
@@ -649,7 +649,7 @@ def test_a_limit_sbatch_enforces_unseen_leaves_the_runs_waiting(
     assert sub.ok and sub.submitted == [] and sub.rejected == []
     assert all(r.state == "RENDERED" and r.message is None for r in rows)
     assert not list((cdir / "arrays").glob("*.pending"))
-    assert jobs_named(enforcing, "hpcscale.unseen.") == set()
+    assert jobs_named(enforcing, "unseen.hpcscale.") == set()
 
 
 SUBMITTED = re.compile(r"submitted (?:array|job) (\d+)(?: \(\d+ runs\))?(?: after (\d+))?:")

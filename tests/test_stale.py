@@ -132,7 +132,8 @@ def test_an_edited_campaign_leaves_its_old_runs_out(tmp_path: Path, workdir: Pat
     # status: the current matrix, and the stale run that is still running (said to be stale)
     [st] = hs.status(NAME)
     assert [r.run_id for r in st.rows] == [by_nodes[1], by_nodes[2], by_nodes[8]]
-    [warning] = st.warnings
+    [warning, hidden] = st.warnings  # the stale run still running; the one hidden (4 nodes)
+    assert "1 stale run(s) hidden" in hidden and "--include-stale" in hidden
     assert "1 stale run(s)" in warning and by_nodes[8] in warning
     assert f"hpcscale cancel {NAME} --where stale" in warning
     assert hs.select(st.rows, "stale") == [r for r in st.rows if r.run_id == by_nodes[8]]

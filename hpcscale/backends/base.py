@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar, Protocol
 
+from hpcscale.backends.repeats import DEFAULT_MAX_FAILURES
 from hpcscale.state.states import RunState
 
 if TYPE_CHECKING:
@@ -19,9 +20,11 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class BackendOptions:
-    """Options every backend understands. `force`: run again runs already submitted or done."""
+    """Options every backend understands. `force`: run again runs already submitted or done;
+    `max_failures`: stop after that many runs failed the same way (0: never; local backend)."""
 
     force: bool = False
+    max_failures: int = DEFAULT_MAX_FAILURES
 
 
 @dataclass(frozen=True)
@@ -44,6 +47,8 @@ class Submission:
     jobs: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     described: list[str] = field(default_factory=list)
+    stopped: str | None = None  # why the rest was not started (--max-failures), if it was not
+    not_started: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:

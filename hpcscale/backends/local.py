@@ -8,8 +8,9 @@ import os
 import re
 import signal
 import subprocess
+import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,11 +23,13 @@ from hpcscale.backends.base import (
     StateChange,
     Submission,
 )
+from hpcscale.backends.repeats import SameFailures
 from hpcscale.core.render import Rendered
 from hpcscale.core.shell import quote
 from hpcscale.formats.outputs import LOCAL_OUT
 from hpcscale.state.ledger import Ledger, RunRow, pid_alive
 from hpcscale.state.lock import campaign_lock
+from hpcscale.state.reason import explain
 from hpcscale.state.states import RunState
 from hpcscale.util.logtail import tail as log_tail
 
@@ -107,7 +110,8 @@ def run_one(
         ended_at=None,
     )
     t0 = time.monotonic()
-    job = executor.submit(run_script, str(r.run_dir / "job.sbatch"), str(log))
+    with _sigint_ignored():  # inherited by submitit's controller: Ctrl-C is ours to handle
+        job = executor.submit(run_script, str(r.run_dir / "job.sbatch"), str(log))
     ledger.update(
         r.run.run_id,
         RunState.RUNNING,
@@ -172,6 +176,23 @@ def stop_run(run_dir: Path, job: submitit.local.local.LocalJob | None = None) ->
     if job is not None:
         with contextlib.suppress(Exception):
             job.cancel(check=False)
+        with contextlib.suppress(Exception):  # it ignores SIGINT (_sigint_ignored)
+            job._process.terminate()  # submitit's controller: no public handle
+
+
+@contextlib.contextmanager
+def _sigint_ignored() -> Iterator[None]:
+    """SIGINT ignored while submitit starts its controller, which inherits that: a terminal's
+    Ctrl-C then reaches only hpcscale (and the worker's own handler), which stop the run and
+    say so, instead of the controller dying with a KeyboardInterrupt traceback."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, old)
 
 
 def reconcile(ledger: Ledger) -> list[str]:
@@ -216,14 +237,28 @@ class LocalBackend(Backend):
                 self.reporter.info(
                     f"{len(out.skipped)} run(s) already completed; skipping them (--force reruns)"
                 )
+            same = SameFailures(options.max_failures)
             for i, r in enumerate(todo, 1):
                 self.reporter.run_started(r, i, len(todo))
                 outcome = run_one(r, ledger, self.reporter.run_progress)
                 self.reporter.run_ended(r, outcome.state, outcome.seconds, outcome.tail)
                 out.submitted.append(r.run.run_id)
                 out.jobs.append(r.run.run_id)
-                if outcome.state != RunState.COMPLETED:
-                    out.failed.append(r.run.run_id)
+                if outcome.state == RunState.COMPLETED:
+                    continue
+                out.failed.append(r.run.run_id)
+                if outcome.state == RunState.CANCELLED:  # the user's act, not the program's
+                    continue
+                code = None if outcome.exit_code is None else str(outcome.exit_code)
+                why = explain(outcome.state, outcome.tail, None, code)
+                if (stop := same.add(why)) is not None and i < len(todo):
+                    out.stopped, out.not_started = stop, [x.run.run_id for x in todo[i:]]
+                    self.reporter.warn(
+                        f"stopped: {options.max_failures} runs failed the same way ({stop}); "
+                        f"{len(out.not_started)} run(s) not started. Fix it and run "
+                        "`hpcscale submit` again to resume (--max-failures 0 never stops)"
+                    )
+                    break
         return out
 
     def refresh(self, ledger: Ledger) -> Refreshed:
@@ -256,6 +291,7 @@ class LocalBackend(Backend):
     def describe(self, rendered: Sequence[Rendered], options: BackendOptions) -> list[str]:
         lines = []
         for r in rendered:
-            lines.append(f"# {r.run.run_id}: cd {quote(str(r.run_dir))}")
+            where = r.run.cwd or str(r.run_dir)  # where the job script starts the program
+            lines.append(f"# {r.run.run_id}: cd {quote(where)}")
             lines.append(str(r.launch))
         return lines

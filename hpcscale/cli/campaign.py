@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from collections import Counter
 from collections.abc import Iterable
 from operator import methodcaller
@@ -24,7 +25,8 @@ from hpcscale.cli.common import (
 )
 from hpcscale.cli.progress import Activity
 from hpcscale.cli.tables import Col, Grid, emit
-from hpcscale.core.command import shown_command
+from hpcscale.core.command import AS_WRITTEN, PYTHONS, shown_command
+from hpcscale.core.system import python_of
 from hpcscale.core.vocab import KNOBS
 from hpcscale.util.text import plural
 
@@ -64,6 +66,21 @@ def plan(campaign: CampaignArg, json: JsonOpt = False, system: SystemOpt = None)
         print_json(records)
     else:
         emit(parts, console)
+        if note := interpreter_note(p):
+            console.print(escape(note), highlight=False)
+
+
+def interpreter_note(p: api.Planned) -> str | None:
+    """What a leading `python` in a command becomes (the dry run shows it; plan says it)."""
+    run = next((r for r in p.runs if r.command), None)
+    first = shlex.split(run.command)[0] if run is not None and run.command else ""
+    if run is None or first not in PYTHONS or run.interpreter == AS_WRITTEN:
+        return None
+    return (
+        f"note: `{first}` in workload.command runs as the profile's interpreter "
+        f"{python_of(p.system)} (`workload.interpreter: as-written` runs the `{first}` on the "
+        "job's PATH instead)"
+    )
 
 
 def _plan_grids(p: api.Planned, records: list[dict[str, Any]]) -> list[Grid]:
@@ -161,9 +178,14 @@ def _varies(records: list[dict[str, Any]], key: str) -> bool:
 
 
 def _cells(values: Iterable[Any]) -> list[str]:
-    out = list(values)
-    return [_cell(v) for v in out] if None in out else list(map(str, out))
+    return [_cell(v) for v in values]
 
 
 def _cell(v: Any) -> str:
-    return "" if v is None else str(v)
+    """A value as the campaign would write it: `64` for a whole float (display only: run ids
+    hash the resolved values, unchanged), nothing for None."""
+    if v is None:
+        return ""
+    if isinstance(v, float) and v.is_integer():
+        return str(int(v))
+    return str(v)

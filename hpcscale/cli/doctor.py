@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -12,20 +13,36 @@ from hpcscale.cli.common import JsonOpt, console, print_json
 
 
 def doctor(
+    campaign: Annotated[
+        Path | None,
+        typer.Argument(
+            help="a campaign file: check what it needs, on its own profile "
+            "[default: ./campaign.yaml when there is one]",
+            show_default=False,
+        ),
+    ] = None,
     system: Annotated[
-        str, typer.Option("--system", help="the system profile to check for (a name or a path)")
-    ] = "local",
+        str | None,
+        typer.Option(
+            "--system",
+            help="the system profile (a name or a path): with a campaign, instead of its own; "
+            "alone, check that profile [default: local]",
+            show_default=False,
+        ),
+    ] = None,
     json: JsonOpt = False,
 ) -> None:
-    """Check what a campaign on a system needs here: its launchers on PATH, SLURM answering
-    (SLURM systems), the profile's Python with TensorFlow, Horovod (built with MPI, Gloo,
-    NCCL) and mpi4py, and the compiled timeline scanner. Exit 0 when all pass, 1 otherwise."""
-    found = api.doctor(system)
+    """Check what a campaign needs on this machine: its profile's launchers on PATH, SLURM
+    answering (SLURM systems), and the jobs' Python: for a bundled program TensorFlow, Horovod
+    (built with MPI, Gloo, NCCL) and mpi4py; for your own command (`workload.command`) its
+    directory, its interpreter and its program file. Exit 0 when all pass, 1 otherwise."""
+    found = api.doctor(system, campaign)
     if json:
         print_json(found.as_dict())
     else:
+        what = f"campaign {escape(found.campaign)} on " if found.campaign else ""
         console.print(
-            f"system {escape(found.system)} ({escape(found.profile)}); jobs run with "
+            f"{what}system {escape(found.system)} ({escape(found.profile)}); jobs run with "
             f"{escape(found.python)}",
             highlight=False,
         )

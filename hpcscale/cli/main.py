@@ -6,6 +6,7 @@ Every command is a thin wrapper; errors the user can fix print one line and exit
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -22,7 +23,8 @@ from hpcscale.cli import status as status_cmds
 from hpcscale.cli import submit as submit_cmds
 from hpcscale.cli.cluster import app as cluster_app
 from hpcscale.cli.common import console, err_console
-from hpcscale.errors import HpcscaleError
+from hpcscale.errors import HpcscaleError, InputError
+from hpcscale.resources import shipped_example
 from hpcscale.version import hpcscale_version
 
 app = typer.Typer(
@@ -32,11 +34,13 @@ app = typer.Typer(
         "Typical session:\n\n"
         "  hpcscale init                                # a starter campaign + profile here\n\n"
         "  hpcscale doctor                              # can this machine run it?\n\n"
-        "  hpcscale plan campaigns/quickstart.yaml      # what will run\n\n"
-        "  hpcscale submit campaigns/quickstart.yaml    # render + submit (slurm or local)\n\n"
-        "  hpcscale status quickstart                   # where each run is\n\n"
+        "  hpcscale validate campaign.yaml               # every key checked, nothing written\n\n"
+        "  hpcscale plan campaign.yaml                  # what will run\n\n"
+        "  hpcscale submit campaign.yaml                # render + submit (slurm or local)\n\n"
+        "  hpcscale status first_study                  # where each run is\n\n"
         "  hpcscale collect --timeline                  # metrics + Horovod timelines -> table\n\n"
-        "  hpcscale report                              # tables and plots"
+        "  hpcscale report                              # tables and plots\n\n"
+        "A shipped example instead: hpcscale init --list, then hpcscale init --example quickstart"
     ),
     no_args_is_help=True,
     rich_markup_mode="rich",
@@ -103,6 +107,14 @@ app.command()(compare_cmds.compare)
 app.add_typer(cluster_app, name="cluster")
 
 
+def _hint(exc: HpcscaleError) -> str:
+    """What to do about a missing campaign file that names a shipped example."""
+    missing = isinstance(exc, InputError) and exc.message == "no such file"
+    if missing and (example := shipped_example(Path(exc.file))) is not None:
+        return f"; `hpcscale init --example {example}` copies the shipped campaign here"
+    return ""
+
+
 def run() -> None:
     """Console entry point: user errors -> one line on stderr and their exit code."""
     debug = "--debug" in sys.argv[1:]
@@ -111,7 +123,7 @@ def run() -> None:
     except HpcscaleError as exc:
         if debug:
             raise
-        err_console.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
+        err_console.print(f"[red]error:[/red] {escape(str(exc) + _hint(exc))}", highlight=False)
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
         err_console.print("interrupted; state on disk is consistent, re-run the command to resume")

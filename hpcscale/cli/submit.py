@@ -23,18 +23,25 @@ class BackendName(StrEnum):
 NoArrayOpt = Annotated[
     bool, typer.Option("--no-array", help="slurm: one sbatch per run instead of job arrays")
 ]
+_MAX_PARALLEL = (
+    "slurm: at most N runs at once, over every sbatch of this {what}: each array's %N, arrays "
+    "one after another; with --no-array, N chains of jobs"
+)
 MaxParallelOpt = Annotated[
     int | None,
-    typer.Option(
-        help="slurm: at most N runs at once, over every sbatch of this submit (--follow's rounds "
-        "too): each array's %N, arrays one after another; with --no-array, N chains of jobs",
-        min=1,
-    ),
+    typer.Option(help=_MAX_PARALLEL.format(what="submit (--follow's rounds too)"), min=1),
+]
+ResubmitMaxParallelOpt = Annotated[
+    int | None, typer.Option(help=_MAX_PARALLEL.format(what="resubmit"), min=1)
 ]
 
 
 def backend_options(
-    force: bool, no_array: bool, max_parallel: int | None, follow: bool = False
+    force: bool,
+    no_array: bool,
+    max_parallel: int | None,
+    follow: bool = False,
+    max_failures: int = BackendOptions.max_failures,
 ) -> BackendOptions:
     """Typed options: SLURM's when a SLURM flag is given (another backend then refuses them),
     else the common ones, which every backend completes with its own defaults."""
@@ -42,9 +49,10 @@ def backend_options(
         from hpcscale.backends.slurm.backend import SlurmOptions
 
         return SlurmOptions(
-            force=force, array=not no_array, max_parallel=max_parallel, follow=follow
-        )
-    return BackendOptions(force=force)
+            force=force, array=not no_array, max_parallel=max_parallel, follow=follow,
+            max_failures=max_failures,
+        )  # fmt: skip
+    return BackendOptions(force=force, max_failures=max_failures)
 
 
 def submit(
@@ -73,11 +81,19 @@ def submit(
             "the queue drains (Ctrl-C stops; the rest stay RENDERED)",
         ),
     ] = False,
+    max_failures: Annotated[
+        int,
+        typer.Option(
+            help="local: stop after N runs failed the same way (the same error line, paths "
+            "and numbers aside), leaving the rest to resume after the fix; 0 never stops",
+            min=0,
+        ),
+    ] = BackendOptions.max_failures,
     system: SystemOpt = None,
     workdir: WorkdirOpt = None,
 ) -> None:
     """Render a campaign and run it: on SLURM (job arrays per resource shape) or locally."""
-    options = backend_options(force, no_array, max_parallel, follow)
+    options = backend_options(force, no_array, max_parallel, follow, max_failures)
     with RichReporter() as reporter:
         out = api.submit(
             campaign,
@@ -100,7 +116,10 @@ def _summarise(out: Submission) -> None:
             print(line)
     elif out.backend == "local":
         done = len(out.submitted) - len(out.failed)
-        console.print(f"{done} completed, {len(out.failed)} failed, {len(out.skipped)} skipped")
+        rest = f", {len(out.not_started)} not started" if out.stopped else ""
+        console.print(
+            f"{done} completed, {len(out.failed)} failed, {len(out.skipped)} skipped{rest}"
+        )
 
 
 def cancel(
@@ -136,7 +155,7 @@ def resubmit(
         str, typer.Option(help="comma-separated end states counted as failed")
     ] = "TIMEOUT,NODE_FAIL,FAILED",
     no_array: NoArrayOpt = False,
-    max_parallel: MaxParallelOpt = None,
+    max_parallel: ResubmitMaxParallelOpt = None,
     workdir: WorkdirOpt = None,
 ) -> None:
     """Submit again the runs of a campaign that failed (same run ids, same directories, the

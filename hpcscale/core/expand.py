@@ -11,7 +11,7 @@ from pydantic import ValidationError
 
 from hpcscale.core import workloads
 from hpcscale.core.campaign import AXES, MAX_TIME_LIMIT_MIN, LoadedCampaign
-from hpcscale.core.command import COMMAND_PROGRAM, label_of, resolve_cwd
+from hpcscale.core.command import AS_WRITTEN, COMMAND_PROGRAM, label_of, resolve_cwd
 from hpcscale.core.run import Run
 from hpcscale.core.scaling import ScalingError, batches, fit_layout
 from hpcscale.core.validation import did_you_mean
@@ -214,6 +214,7 @@ def resolve(
         "swept": tuple(swept),
         "command": own.get("command"),
         "cwd": own.get("cwd"),
+        "interpreter": own.get("interpreter"),
     }
     try:
         return Run.model_validate(fields)
@@ -223,8 +224,9 @@ def resolve(
         raise ScalingError(name if name in AXES else "matrix", f"{name}: {err['msg']}") from None
 
 
-def command_fields(lc: LoadedCampaign) -> dict[str, str]:
-    """A command workload's run fields (program, model label, command, cwd); {} otherwise."""
+def command_fields(lc: LoadedCampaign) -> dict[str, str | None]:
+    """A command workload's run fields (program, model label, command, cwd, interpreter);
+    {} otherwise."""
     words = lc.campaign.workload.command
     if words is None:
         return {}
@@ -233,6 +235,7 @@ def command_fields(lc: LoadedCampaign) -> dict[str, str]:
         "model": label_of(words),
         "command": shlex.join(words),
         "cwd": resolve_cwd(lc.campaign.workload.cwd, lc.path),
+        "interpreter": AS_WRITTEN if lc.campaign.workload.interpreter == AS_WRITTEN else None,
     }
 
 

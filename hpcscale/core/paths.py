@@ -5,6 +5,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from hpcscale.core.validation import did_you_mean
+from hpcscale.core.workdirs import known_workdirs
+
 DEFAULT_WORKDIR = "hpcscale-runs"
 
 
@@ -66,11 +69,32 @@ def select_campaigns(campaign: str | None, wd: str | Path | None = None) -> list
         d, hint = p, ""
     else:
         d = root / campaign
-        known = ", ".join(x.name for x in find_campaigns(root)) or "none"
-        hint = f" (campaigns there: {known})"
+        if not is_campaign_dir(d) and wd is None and not os.environ.get("HPCSCALE_WORKDIR"):
+            d = elsewhere(campaign, root) or d
+        hint = _known_hint(campaign, root)
     if not is_campaign_dir(d):
         raise UsageError(f"no campaign {d.name!r} in {root}{hint}")
     return [d]
+
+
+def elsewhere(name: str, root: Path) -> Path | None:
+    """The campaign `name` in another workdir hpcscale has used (hpcscale.core.workdirs);
+    a name in two of them is ambiguous, and said so with both."""
+    from hpcscale.errors import UsageError
+
+    found = [w / name for w in known_workdirs() if w != root and is_campaign_dir(w / name)]
+    if len(found) > 1:
+        listed = "; ".join(f"--workdir {w.parent}" for w in found)
+        raise UsageError(f"campaign {name!r} is in {len(found)} workdirs: pass one ({listed})")
+    return found[0] if found else None
+
+
+def _known_hint(name: str, root: Path) -> str:
+    """The campaigns there, and a did-you-mean among every known workdir's campaigns."""
+    here = [x.name for x in find_campaigns(root)]
+    others = {x.name for w in known_workdirs() if w != root for x in find_campaigns(w)}
+    guess = did_you_mean(name, sorted({*here, *others}))
+    return f"{guess} (campaigns there: {', '.join(here) or 'none'})"
 
 
 def submitted_campaigns(campaign: str | None, wd: str | Path | None = None) -> list[Path]:

@@ -53,6 +53,9 @@ class Run(BaseModel):
         default=None, description="the user's program (core.command), placeholders unfilled"
     )
     cwd: str | None = Field(default=None, description="where the command runs (absolute)")
+    interpreter: str | None = Field(
+        default=None, description="'as-written': a leading `python` is not the profile's"
+    )
     swept: tuple[str, ...] = Field(default=(), description="axes this run varies over")
 
     @property
@@ -105,7 +108,7 @@ class Run(BaseModel):
 # runs the same cells)
 _NOT_HASHED = frozenset({"swept", "run_id", "cwd"})
 # Fields added later, hashed only when set, so the runs rendered before them keep their ids.
-_HASHED_IF_SET = ("command",)
+_HASHED_IF_SET = ("command", "interpreter")
 # Fields renamed since ids were first handed out, hashed under their first name so that a
 # campaign rendered before the rename keeps its run ids (and its ledger rows and results).
 _HASHED_AS = {"program": "workload"}
