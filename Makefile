@@ -7,6 +7,10 @@ HPCSCALE := $(VENV)/bin/hpcscale
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 APT_PACKAGES := openmpi-bin libopenmpi-dev cmake gcc g++ make python3-dev munge slurmctld slurmd slurm-client slurmdbd mariadb-server chromium
 HOROVOD_ENV := HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITH_MPI=1 HOROVOD_WITH_GLOO=1 HOROVOD_WITHOUT_PYTORCH=1 HOROVOD_WITHOUT_MXNET=1
+# PyTorch for jobs/torch/, pinned: the CPU build (+cpu) is what this pin resolves to from the
+# local wheels here; unpinned, pip pulls a CUDA build of several GB (elsewhere add
+# --index-url https://download.pytorch.org/whl/cpu). No torchvision: it does not import beside it.
+TORCH ?= torch==2.13.0
 PYTEST_ARGS ?=
 
 .PHONY: setup system-packages venv core jobs test demo bench lint docs clean
@@ -28,16 +32,18 @@ core: $(PY) ## the hpcscale package (editable) with dev and bench tools
 	@if $(PY) -c "import hpcscale, hpcscale.collect._scan, pytest, hypothesis, ruff, reframe, playwright" 2>/dev/null && [ $(VENV)/.core-stamp -nt pyproject.toml ] && [ $(VENV)/.core-stamp -nt hpcscale/collect/_scan.c ]; then echo "core: present"; else \
 	  $(PIP) install -q -e '.[dev,bench]' 'numpy<2' && touch $(VENV)/.core-stamp; fi  # NumPy 1: TF 2.15
 
-jobs: $(PY) system-packages ## TensorFlow 2.15.1 (CPU), Horovod 0.28.1 built against Open MPI + Gloo, mpi4py
+jobs: $(PY) system-packages ## TensorFlow 2.15.1 (CPU), Horovod 0.28.1 built against Open MPI + Gloo, mpi4py, PyTorch 2.13.0 (CPU)
 	@if $(PY) -c "import tensorflow" 2>/dev/null; then echo "tensorflow: present"; else \
 	  echo "tensorflow: installing tensorflow-cpu==2.15.1"; $(PIP) install -q tensorflow-cpu==2.15.1 mpi4py; fi
 	@if $(PY) -c "import horovod.tensorflow" 2>/dev/null; then echo "horovod: present"; else \
 	  echo "horovod: building 0.28.1 against TensorFlow (takes ~3 minutes)"; \
 	  $(HOROVOD_ENV) $(PIP) install -q --no-cache-dir --no-build-isolation horovod==0.28.1; fi
 	@$(PY) -c "import mpi4py" 2>/dev/null || $(PIP) install -q mpi4py
+	@if $(PY) -c "import torch" 2>/dev/null; then echo "torch: present"; else \
+	  echo "torch: installing $(TORCH) (CPU build, for jobs/torch/)"; $(PIP) install -q $(TORCH) 'numpy<2'; fi
 
 test: setup ## the whole suite: unit, real mpirun, real Horovod, real local SLURM, the report in headless Chromium
-	HPCSCALE_REQUIRE_BROWSER=1 HPCSCALE_REQUIRE_SLURM=1 $(PY) -m pytest --durations=40 $(PYTEST_ARGS)  # setup installed Chromium and SLURM: missing is a failure
+	HPCSCALE_REQUIRE_BROWSER=1 HPCSCALE_REQUIRE_SLURM=1 HPCSCALE_REQUIRE_TORCH=1 $(PY) -m pytest --durations=40 $(PYTEST_ARGS)  # setup installed Chromium and SLURM: missing is a failure
 
 lint: core
 	$(VENV)/bin/ruff check hpcscale jobs tests bench examples

@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import NoReturn, Optional
 
 REPO = Path(__file__).resolve().parents[1]  # a checkout, or hpcscale/_data/ when installed
+if sys.path and Path(sys.path[0] or ".").resolve() == Path(__file__).resolve().parent:
+    sys.path.pop(0)  # run as a script: jobs/torch/ (the DDP programs) must not shadow torch
 if str(REPO) not in sys.path:  # run as a script: make `jobs` (and `hpcscale`) importable
     sys.path.insert(0, str(REPO))
 if REPO.name == "_data" and importlib.util.find_spec("hpcscale") is None:

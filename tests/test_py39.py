@@ -35,7 +35,9 @@ VERMIN = [
     "parsable",
 ]
 # what jobs/ import beside hpcscale: not installed in the 3.9 environment made here
-JOB_ONLY_DEPS = {"tensorflow", "numpy", "horovod", "keras", "mpi4py", "PIL", "h5py", "scipy"}
+JOB_ONLY_DEPS = {
+    "tensorflow", "numpy", "horovod", "keras", "mpi4py", "PIL", "h5py", "scipy", "torch"
+}  # fmt: skip
 
 
 # ---------------------------------------------------------------- the import closure
