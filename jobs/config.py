@@ -135,6 +135,18 @@ def percentile(sorted_values: list[float], q: float) -> float:
     return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
 
 
+def step_time_summary(durations_ms: list[float]) -> dict[str, float]:
+    """metrics.json's `step_time` of a run's timed steps (any order): count, mean, p50/90/99."""
+    ordered = sorted(durations_ms)
+    return {
+        "count": len(ordered),
+        "mean_ms": sum(ordered) / len(ordered) if ordered else float("nan"),
+        "p50_ms": percentile(ordered, 50),
+        "p90_ms": percentile(ordered, 90),
+        "p99_ms": percentile(ordered, 99),
+    }
+
+
 def gpu_only_message(cross_device_ops: str) -> str:
     return (
         f"--cross-device-ops {cross_device_ops} needs GPUs (NCCL / GPU peer copies) and this run "

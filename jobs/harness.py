@@ -40,7 +40,7 @@ from hpcscale.formats.metrics import SCHEMA_VERSION as METRICS_SCHEMA_VERSION
 from hpcscale.formats.metrics import encode_metrics, metrics_from_dict
 from hpcscale.formats.steps import encode_steps
 from jobs.compat import keras_version, optimizer_variables
-from jobs.config import JobConfig, JobUsageError, lr_scale, percentile, ref_batch_of
+from jobs.config import JobConfig, JobUsageError, lr_scale, ref_batch_of, step_time_summary
 from jobs.datasets import make_data
 from jobs.distribute import DistContext, make_context
 from jobs.evaluation import VAL_KEYS, for_network
@@ -271,13 +271,7 @@ def _write_outputs(
         "train_loss": history.get("loss") if cfg.workload == "cnn" else None,
         "train_accuracy": accuracy,
         **held_out,
-        "step_time": {
-            "count": len(durations),
-            "mean_ms": sum(durations) / len(durations) if durations else float("nan"),
-            "p50_ms": percentile(durations, 50),
-            "p90_ms": percentile(durations, 90),
-            "p99_ms": percentile(durations, 99),
-        },
+        "step_time": step_time_summary(durations),
         "params": params,
         "param_count": sum(p["trainable"] for p in params.values()),
         "sync_check": sync,

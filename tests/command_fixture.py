@@ -24,6 +24,16 @@ if rank == 0:
         fh.write("val_acc=0.5\\nval_acc=0.75\\n")
 """
 
+# Rank r prints `rate 100+10r`; at 2 ranks rank 1 then raises KeyError(1): the job fails, yet
+# both ranks printed a rate an extractor reads.
+KEYERROR = """\
+import os
+rank = int(os.environ.get("OMPI_COMM_WORLD_RANK", 0))
+print(f"rate {100 + 10 * rank}", flush=True)
+if rank == 1:
+    raise KeyError(1)
+"""
+
 
 def campaign(tmp: Path, body: str, program: str = PRINTER, name: str = "prog.py") -> Path:
     (tmp / name).write_text(program)

@@ -18,18 +18,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from tests.command_fixture import KEYERROR as PROGRAM
 from tests.command_fixture import campaign
 from tests.conftest import hpcscale
 
 pytestmark = pytest.mark.mpi
 
-PROGRAM = """\
-import os
-rank = int(os.environ.get("OMPI_COMM_WORLD_RANK", 0))
-print(f"rate {100 + 10 * rank}", flush=True)
-if rank == 1:
-    raise KeyError(1)
-"""
 BODY = """\
 name: iso
 workload:

@@ -24,7 +24,7 @@ from hpcscale import api
 from hpcscale.analysis.derive import derive
 from hpcscale.analysis.quality import quality_flags
 from hpcscale.collect.collector import collect_campaign, load_results
-from tests.command_fixture import campaign
+from tests.command_fixture import KEYERROR, campaign
 from tests.conftest import hpcscale
 
 EXIT_NAME = "exit.json"  # hpcscale.formats.exit_record.EXIT_NAME, named as the issue names it
@@ -38,15 +38,6 @@ def read_exit_record(run_dir: Path):  # -> ExitRecord | None
 
 pytestmark = pytest.mark.mpi
 
-# Rank r prints `rate 100+10r`; at 2 ranks rank 1 then raises KeyError(1): the job fails, yet
-# both ranks printed a rate the extractor reads (default reduce: last).
-KEYERROR = """\
-import os
-rank = int(os.environ.get("OMPI_COMM_WORLD_RANK", 0))
-print(f"rate {100 + 10 * rank}", flush=True)
-if rank == 1:
-    raise KeyError(1)
-"""
 BODY = """\
 name: keyerr
 workload:

@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from hpcscale.devcluster import loopback
 from hpcscale.devcluster.probes import listening
 from hpcscale.formats.metrics import load_metrics
 from hpcscale.formats.steps import load_steps_file
@@ -177,51 +178,12 @@ def test_the_store_on_a_loopback_master_listens_on_127_0_0_1_only() -> None:
 
 # ---------------------------------------------------------------- real 2-rank runs
 
+
 # The launchers' own listeners (torchrun's rendezvous store, Open MPI's daemons) bind every
-# interface. This LD_PRELOAD library turns an IPv4 wildcard bind into 127.0.0.1 and refuses the
-# IPv6 wildcard, so torch's store falls back to IPv4 (rewriting `::` to `::1`, as the local
-# cluster's shim does, leaves a client that dials 127.0.0.1 without a server).
-SHIM_C = r"""
-#define _GNU_SOURCE
-#include <dlfcn.h>
-#include <errno.h>
-#include <netinet/in.h>
-#include <string.h>
-#include <sys/socket.h>
-
-typedef int (*bind_fn)(int, const struct sockaddr *, socklen_t);
-
-int bind(int fd, const struct sockaddr *addr, socklen_t len) {
-    static bind_fn real_bind;
-    if (!real_bind) real_bind = (bind_fn)dlsym(RTLD_NEXT, "bind");
-    if (addr && addr->sa_family == AF_INET && len >= sizeof(struct sockaddr_in)) {
-        struct sockaddr_in a;
-        memcpy(&a, addr, sizeof a);
-        if (a.sin_addr.s_addr == htonl(INADDR_ANY)) {
-            a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-            return real_bind(fd, (const struct sockaddr *)&a, sizeof a);
-        }
-    } else if (addr && addr->sa_family == AF_INET6 && len >= sizeof(struct sockaddr_in6)) {
-        struct sockaddr_in6 a;
-        memcpy(&a, addr, sizeof a);
-        if (IN6_IS_ADDR_UNSPECIFIED(&a.sin6_addr)) {
-            errno = EADDRNOTAVAIL;
-            return -1;
-        }
-    }
-    return real_bind(fd, addr, len);
-}
-"""
-
-
+# interface: the local cluster's LD_PRELOAD shim keeps them on 127.0.0.1, refusing the IPv6
+# wildcard so that torch's store falls back to IPv4 (hpcscale.devcluster.loopback.IPV6).
 def ipv4_loopback_shim(where: Path) -> Path:
-    cc = shutil.which("cc") or shutil.which("gcc")
-    if cc is None:
-        pytest.fail("a C compiler is needed for the loopback shim (make setup installs gcc)")
-    src, lib = where / "ipv4_loopback.c", where / "ipv4_loopback.so"
-    src.write_text(SHIM_C)
-    subprocess.run([cc, "-shared", "-fPIC", "-O2", "-o", str(lib), str(src), "-ldl"], check=True)
-    return lib
+    return loopback.shim(where, ipv6="refuse")
 
 
 def _free_port() -> int:

@@ -17,9 +17,17 @@ from pathlib import Path
 
 from hpcscale.errors import BackendError, HpcscaleError
 
-SOURCE = r"""
+# What a bind to the IPv6 wildcard becomes: `::1` for SLURM's daemons; refused for torch's
+# rendezvous store, which then binds IPv4 (its clients dial 127.0.0.1, where `::1` has no server).
+IPV6 = {
+    "loopback": "a.sin6_addr = in6addr_loopback;\n"
+    "            return real_bind(fd, (const struct sockaddr *)&a, sizeof a);",
+    "refuse": "errno = EADDRNOTAVAIL;\n            return -1;",
+}
+TEMPLATE = r"""
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <errno.h>
 #include <netinet/in.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -40,8 +48,7 @@ int bind(int fd, const struct sockaddr *addr, socklen_t len) {
         struct sockaddr_in6 a;
         memcpy(&a, addr, sizeof a);
         if (IN6_IS_ADDR_UNSPECIFIED(&a.sin6_addr)) {
-            a.sin6_addr = in6addr_loopback;
-            return real_bind(fd, (const struct sockaddr *)&a, sizeof a);
+            IPV6_WILDCARD
         }
     }
     return real_bind(fd, addr, len);
@@ -49,9 +56,10 @@ int bind(int fd, const struct sockaddr *addr, socklen_t len) {
 """
 
 
-def shim(lib_dir: Path) -> Path:
-    """The compiled library (built once per source version, ~0.1 s)."""
-    digest = hashlib.sha256(SOURCE.encode()).hexdigest()[:12]
+def shim(lib_dir: Path, ipv6: str = "loopback") -> Path:
+    """The compiled library (built once per source version, ~0.1 s); `ipv6`: see IPV6."""
+    source = TEMPLATE.replace("IPV6_WILDCARD", IPV6[ipv6])
+    digest = hashlib.sha256(source.encode()).hexdigest()[:12]
     lib = lib_dir / f"loopback-{digest}.so"
     if lib.exists():
         return lib
@@ -62,7 +70,7 @@ def shim(lib_dir: Path) -> Path:
         )
     lib_dir.mkdir(parents=True, exist_ok=True)
     src = lib_dir / f"loopback-{digest}.c"
-    src.write_text(SOURCE)
+    src.write_text(source)
     tmp = lib.with_name(f".{lib.name}.{os.getpid()}")
     res = subprocess.run(
         [cc, "-shared", "-fPIC", "-O2", "-o", str(tmp), str(src), "-ldl"],

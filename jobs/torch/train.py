@@ -59,6 +59,7 @@ from hpcscale.formats.job_cli import (  # noqa: E402
 )
 from hpcscale.formats.metrics import SCHEMA_VERSION, encode_metrics, metrics_from_dict  # noqa: E402
 from hpcscale.formats.steps import encode_steps  # noqa: E402
+from jobs.config import step_time_summary  # noqa: E402
 from jobs.load import machine_id  # noqa: E402
 from jobs.load import sample as load_sample  # noqa: E402
 from jobs.provenance import git_revision, mpi_library_version  # noqa: E402
@@ -287,10 +288,6 @@ def gather(obj: Any) -> list[Any]:
     return out
 
 
-def percentile(values: list[float], q: float) -> float:
-    return float(np.percentile(values, q)) if values else float("nan")
-
-
 def check_args(args: argparse.Namespace) -> None:
     for dest, why in NOT_DDP.items():
         if getattr(args, dest) not in (None, False):
@@ -463,13 +460,7 @@ def train(
             "losses": dict(history),
             "train_loss": history.get("loss") if workload == "cnn" else None,
             "train_accuracy": accuracy,
-            "step_time": {
-                "count": len(durations),
-                "mean_ms": sum(durations) / len(durations) if durations else float("nan"),
-                "p50_ms": percentile(durations, 50),
-                "p90_ms": percentile(durations, 90),
-                "p99_ms": percentile(durations, 99),
-            },
+            "step_time": step_time_summary(durations),
             "params": params,
             "param_count": sum(p["trainable"] for p in params.values()),
             "sync_check": sync if args.check_sync else None,
