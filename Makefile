@@ -50,7 +50,7 @@ lint: core
 	$(VENV)/bin/ruff format --check hpcscale jobs tests bench examples
 	$(PY) -m hpcscale.reference --check
 
-docs: core ## docs/reference.md written again from hpcscale/core/vocab.py
+docs: core ## docs/reference.md written again from hpcscale/model/vocab.py
 	$(PY) -m hpcscale.reference
 
 demo: setup ## install, run the quickstart here (mpirun) and on a local SLURM cluster, write the report, compare the two

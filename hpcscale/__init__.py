@@ -34,8 +34,8 @@ def __getattr__(name: str) -> Any:
     # Keep `import hpcscale` cheap: the API (pydantic, jinja2, ...) is imported on first use.
     if name in _API:
         from hpcscale import api
-        from hpcscale.core.campaign import load_campaign
-        from hpcscale.core.expand import expand
+        from hpcscale.model.campaign import load_campaign
+        from hpcscale.model.expand import expand
 
         return {"load_campaign": load_campaign, "expand": expand}.get(name) or getattr(api, name)
     raise AttributeError(name)

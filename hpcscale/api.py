@@ -33,16 +33,16 @@ from hpcscale.backends.base import (
 from hpcscale.backends.fit import backend_for
 from hpcscale.backends.outputs import run_log, run_outputs
 from hpcscale.backends.slurm.backend import with_throttle
-from hpcscale.core import datapaths
-from hpcscale.core.campaign import LoadedCampaign, load_campaign
-from hpcscale.core.expand import Plan, expand
-from hpcscale.core.gcpause import gc_paused
-from hpcscale.core.paths import select_campaigns, submitted_campaigns
-from hpcscale.core.paths import workdir as resolve_workdir
-from hpcscale.core.render import Rendered
+from hpcscale.model import datapaths
+from hpcscale.model.campaign import LoadedCampaign, load_campaign
+from hpcscale.model.expand import Plan, expand
+from hpcscale.util.gcpause import gc_paused
+from hpcscale.state.paths import select_campaigns, submitted_campaigns
+from hpcscale.state.paths import workdir as resolve_workdir
+from hpcscale.render.render import Rendered
 from hpcscale.doctor import Check, Diagnosis
 from hpcscale.doctor_campaign import check_program, doctor
-from hpcscale.errors import UsageError
+from hpcscale.model.errors import UsageError
 from hpcscale.results import CampaignStatus, Cancelled, Planned, RenderedCampaign, RunLog
 from hpcscale.starter import Example, Initialised, examples, init
 from hpcscale.state.ledger import Ledger
@@ -99,7 +99,7 @@ def plan(campaign: PathLike, *, system: PathLike | None = None) -> Planned:
 
 
 def validate(campaign: PathLike, *, system: PathLike | None = None) -> Planned:
-    """`plan`, then the data and weights paths the jobs would read (hpcscale.core.datapaths):
+    """`plan`, then the data and weights paths the jobs would read (hpcscale.model.datapaths):
     a placeholder or a path the job cannot find is an error (InputError, located) on a system
     whose jobs run on this machine, else a warning, added to `expansion.warnings`."""
     planned = plan(campaign, system=system)
@@ -164,7 +164,7 @@ def submit(
     submit nothing. With `check`, rejected or failed runs raise after everything else ran.
     A backend that does not fit the system is refused before anything is written, and so is
     a run whose data or weights path is a placeholder or one its job cannot find
-    (hpcscale.core.datapaths)."""
+    (hpcscale.model.datapaths)."""
     planned = plan(campaign, system=system)
     queues = not (dry_run or backend == "dry")  # a dry run warns where `validate` does
     for warning in datapaths.check(planned.loaded, planned.runs, submitting=queues):

@@ -17,7 +17,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from hpcscale.core.system import System, load_system, python_of
+from hpcscale.model.system import System, load_system, python_of
 
 HOROVOD_VERSION = "0.28.1"
 # Horovod from source against TensorFlow, MPI and Gloo (the Makefile's HOROVOD_ENV; a test holds

@@ -13,9 +13,9 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from hpcscale.core.campaign import LoadedCampaign, load_campaign
-from hpcscale.core.command import AS_WRITTEN, PYTHONS, fields_of, resolve_cwd
-from hpcscale.core.system import python_of
+from hpcscale.model.campaign import LoadedCampaign, load_campaign
+from hpcscale.model.command import AS_WRITTEN, PYTHONS, fields_of, resolve_cwd
+from hpcscale.model.system import python_of
 from hpcscale.doctor import (
     PROBE_TIMEOUT_S,
     Check,

@@ -7,11 +7,11 @@ from pathlib import Path
 from typing import Any
 
 from hpcscale.backends.base import StateChange
-from hpcscale.core.campaign import Campaign, LoadedCampaign
-from hpcscale.core.expand import Excluded, Plan
-from hpcscale.core.render import Rendered
-from hpcscale.core.run import Run
-from hpcscale.core.system import System
+from hpcscale.model.campaign import Campaign, LoadedCampaign
+from hpcscale.model.expand import Excluded, Plan
+from hpcscale.render.render import Rendered
+from hpcscale.model.run import Run
+from hpcscale.model.system import System
 from hpcscale.state.ledger import RunRow
 
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from hpcscale.core.paths import campaign_dir
-from hpcscale.core.render import render_all
+from hpcscale.state.paths import campaign_dir
+from hpcscale.render.render import render_all
 from hpcscale.formats.run_record import campaign_version_of
 from hpcscale.results import Planned, RenderedCampaign
 from hpcscale.state.claim import check_claim, claim

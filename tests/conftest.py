@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-# The per-user index of workdirs (hpcscale.core.workdirs) of this test session only: the
+# The per-user index of workdirs (hpcscale.state.workdirs) of this test session only: the
 # suite's many temporary workdirs never reach the user's own.
 os.environ["XDG_DATA_HOME"] = tempfile.mkdtemp(prefix="hpcscale-xdg-")
 CAMPAIGNS = REPO / "campaigns"

@@ -23,7 +23,7 @@ from hpcscale.devcluster.cluster import LocalCluster
 from hpcscale.devcluster.preflight import check_programs
 from hpcscale.devcluster.spec import first_free_port_base
 from hpcscale.devcluster.status import ClusterInfo
-from hpcscale.errors import HpcscaleError
+from hpcscale.model.errors import HpcscaleError
 
 TEST_PORT_BASES = range(27000, 29000, 100)
 

@@ -46,7 +46,7 @@ from hpcscale.analysis.targets import (
     time_to_plateau,
     time_to_target,
 )
-from hpcscale.core.campaign import Reference
+from hpcscale.model.campaign import Reference
 
 CELEBA = 202_599  # seed 001: "ThrPut = 202599 / one-epoch time"
 

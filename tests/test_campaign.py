@@ -8,14 +8,14 @@ from pathlib import Path
 import pytest
 
 from hpcscale.api import plan_campaign
-from hpcscale.core.scaling import (
+from hpcscale.model.scaling import (
     ScalingError,
     batches,
     fit_layout,
     fusion_threshold_bytes,
     parse_layout,
 )
-from hpcscale.errors import InputError
+from hpcscale.model.errors import InputError
 
 from .conftest import CAMPAIGNS
 

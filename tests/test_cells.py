@@ -27,7 +27,7 @@ from hpcscale.analysis.derive import derive
 from hpcscale.analysis.references import check_references
 from hpcscale.analysis.targets import campaign_targets
 from hpcscale.collect.collector import frame_of
-from hpcscale.core.vocab import CELL_FIELDS, cell_keys
+from hpcscale.model.vocab import CELL_FIELDS, cell_keys
 from hpcscale.formats.exit_record import write_exit_record
 from hpcscale.report.labels import group_labels
 from tests.conftest import CAMPAIGNS, hpcscale
@@ -91,7 +91,7 @@ def test_repeats_still_fold_and_epochs_split_cells() -> None:
 
 
 def test_cell_keys_are_every_run_field_but_the_repeat() -> None:
-    from hpcscale.core.run import Run
+    from hpcscale.model.run import Run
 
     derived = {"ranks", "gpus", "replicas"}
     bookkeeping = {"repeat", "args", "swept"}

@@ -221,7 +221,7 @@ def test_classifier_under_mirrored_exits_2(tmp_path: Path) -> None:
 
 
 def test_inception_backbone_below_75_px_is_refused_by_parser_and_validate(tmp_path: Path) -> None:
-    from hpcscale.core.workloads import args_problem, manifest
+    from hpcscale.model.workloads import args_problem, manifest
 
     proc = _bare(tmp_path, {}, "--model", "classifier", "--backbone", "inception_v3",
                  "--image-size", "32")  # fmt: skip
@@ -314,7 +314,7 @@ def test_a_diverged_run_with_nan_losses_still_loads(
     instead of refusing the whole run, and a null where no number may be is still an error."""
     import math
 
-    from hpcscale.errors import InputError
+    from hpcscale.model.errors import InputError
 
     data = json.loads((fine_tune_run[0] / "metrics.json").read_text())
     data["val_loss"] = [None] * len(data["val_loss"])

@@ -289,7 +289,7 @@ def test_load_results_takes_the_campaign_yaml(tmp_path: Path) -> None:
     assert sorted(by_yaml["run_id"]) == sorted(r.run.run_id for r in rendered.runs)
     assert list(by_yaml["run_id"]) == list(by_name["run_id"])
     assert list(api.load_results(str(path), workdir=wd)["run_id"]) == list(by_name["run_id"])
-    from hpcscale.errors import UsageError
+    from hpcscale.model.errors import UsageError
 
     with pytest.raises(UsageError, match="does not exist"):
         load_results(str(tmp_path / "nope.yaml"), workdir=wd)

@@ -23,7 +23,7 @@ from hpcscale.devcluster.preflight import check_programs
 from hpcscale.devcluster.probes import listening
 from hpcscale.devcluster.spec import ClusterSpec
 from hpcscale.devcluster.status import ClusterInfo
-from hpcscale.errors import HpcscaleError, UsageError
+from hpcscale.model.errors import HpcscaleError, UsageError
 from tests.slurm_fixture import (
     skip_unless_available,
     slurm_run,

@@ -35,7 +35,7 @@ from hpcscale.collect.collector import (
 )
 from hpcscale.collect.split import load_steps
 from hpcscale.collect.timeline import parse_timeline
-from hpcscale.core.run import Run
+from hpcscale.model.run import Run
 from hpcscale.formats.exit_record import write_exit_record
 from hpcscale.formats.run_record import encode_run_record
 from tests.conftest import hpcscale
@@ -184,7 +184,7 @@ def test_collect_command(campaign: dict[str, Path]) -> None:
 
 
 def test_load_results_before_collect_is_a_usage_error(tmp_path: Path) -> None:
-    from hpcscale.errors import UsageError
+    from hpcscale.model.errors import UsageError
 
     with pytest.raises(UsageError):
         load_results("demo", workdir=str(tmp_path))

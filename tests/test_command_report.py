@@ -14,7 +14,7 @@ import pytest
 
 from hpcscale.analysis.derive import derive
 from hpcscale.collect.collector import collect_campaign, load_results
-from hpcscale.core.paths import campaign_dir
+from hpcscale.state.paths import campaign_dir
 from hpcscale.report.sections import campaign_report
 from tests.command_fixture import campaign, run_all
 from tests.conftest import hpcscale

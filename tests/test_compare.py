@@ -18,7 +18,7 @@ import pytest
 import hpcscale
 from hpcscale import api
 from hpcscale.analysis import compare as cmp
-from hpcscale.errors import UsageError
+from hpcscale.model.errors import UsageError
 from hpcscale.report import compare as cmp_report
 from hpcscale.report.compare import CompareResult
 from tests.conftest import hpcscale as run_cli

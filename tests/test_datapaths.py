@@ -16,9 +16,9 @@ import pytest
 
 from hpcscale import api
 from hpcscale.analysis.targets import PLACEHOLDER_MARK
-from hpcscale.core import datapaths
-from hpcscale.core.campaign import load_campaign
-from hpcscale.errors import InputError
+from hpcscale.model import datapaths
+from hpcscale.model.campaign import load_campaign
+from hpcscale.model.errors import InputError
 from hpcscale.report.data import campaign_source
 from hpcscale.report.sections import campaign_report
 from tests.test_report import sections_of
@@ -204,7 +204,7 @@ def test_a_swept_data_dir_is_located_at_its_own_item(tmp_path: Path) -> None:
     ],
 )
 def test_which_shipped_profiles_run_here(profile: str, here: bool) -> None:
-    from hpcscale.core.system import load_system
+    from hpcscale.model.system import load_system
 
     assert load_system(profile).jobs_run_here is here
 

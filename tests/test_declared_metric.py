@@ -18,7 +18,7 @@ import pytest
 from hpcscale.analysis.derive import derive
 from hpcscale.analysis.quality import quality_flags
 from hpcscale.collect.collector import collect_campaign
-from hpcscale.core.paths import campaign_dir
+from hpcscale.state.paths import campaign_dir
 from hpcscale.report.model import CampaignReport
 from hpcscale.report.sections import campaign_report
 from tests.command_fixture import campaign, run_all

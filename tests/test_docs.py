@@ -6,7 +6,7 @@
 - Every `hpcscale ...` command in a shell block names a command and options the CLI has, and
   every `make TARGET` a target of the Makefile: a block not run must still be right.
 - Links between the docs reach a file (and a heading) that exists.
-- docs/reference.md is what `python -m hpcscale.reference` generates from hpcscale/core/vocab.py.
+- docs/reference.md is what `python -m hpcscale.reference` generates from hpcscale/model/vocab.py.
 - The README's Horovod build is the command `hpcscale doctor` prints.
 """
 
@@ -302,7 +302,7 @@ def test_every_guide_is_linked_from_the_readme() -> None:
 
 
 def test_reference_is_not_stale() -> None:
-    """docs/reference.md is generated from hpcscale/core/vocab.py: regenerated here, it must be
+    """docs/reference.md is generated from hpcscale/model/vocab.py: regenerated here, it must be
     the file as committed."""
     path = ROOT / reference.REFERENCE
     current = path.read_text(encoding="utf-8") if path.is_file() else ""

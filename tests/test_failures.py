@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hpcscale.errors import UsageError
+from hpcscale.model.errors import UsageError
 from hpcscale.state.ledger import RunRow
 from hpcscale.state.reason import explain, reason_from_output
 from hpcscale.state.select import find_run

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hpcscale.core.system import SHIPPED_DIR
+from hpcscale.model.system import SHIPPED_DIR
 from hpcscale.devcluster.status import ClusterInfo
 
 from .conftest import hpcscale

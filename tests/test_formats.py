@@ -16,9 +16,9 @@ from typing import Any
 import msgspec
 import pytest
 
-from hpcscale.core.run import Run
-from hpcscale.core.vocab import TABLE_RUN_FIELDS
-from hpcscale.errors import InputError
+from hpcscale.model.run import Run
+from hpcscale.model.vocab import TABLE_RUN_FIELDS
+from hpcscale.model.errors import InputError
 from hpcscale.formats.atomic import atomic_copy, atomic_write
 from hpcscale.formats.job_cli import JOB_FLAGS
 from hpcscale.formats.run_record import (
@@ -311,7 +311,7 @@ def test_the_jobs_parser_reads_the_pinned_words_back(
 def test_job_argv_and_the_renderer_give_the_pinned_words(case: tuple[Run, str]) -> None:
     """Rendered scripts must not change: program_argv is the interpreter, the program, then
     exactly the pinned words."""
-    from hpcscale.core.job_command import program_argv
+    from hpcscale.render.job_command import program_argv
 
     run, words = case
     system = SimpleNamespace(python="auto", jobs_dir=None)

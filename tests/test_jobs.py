@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from hpcscale.errors import InputError
+from hpcscale.model.errors import InputError
 from hpcscale.formats.metrics import SCHEMA_VERSION, Metrics, load_metrics
 from jobs.config import (
     gan_image_size_problem,
@@ -372,7 +372,7 @@ def test_parser_is_built_from_the_manifest() -> None:
 def test_parser_and_validate_refuse_the_same_arguments(model: str) -> None:
     """One declaration, two readers: the job's parser and hpcscale's campaign check agree on
     every value (an image size the model cannot take, an out-of-range or mistyped value)."""
-    from hpcscale.core.workloads import args_problem, manifest
+    from hpcscale.model.workloads import args_problem, manifest
     from jobs.train import _problem, build_parser
 
     cases = [{"image_size": px} for px in (8, 16, 24, 36, 48, 64, 72, 75, 96, 224)]

@@ -80,7 +80,7 @@ def test_the_installed_hpcscale_is_not_the_checkout(installed_hpcscale: Installe
     code = (
         "import json, os, sys, hpcscale\n"
         "from importlib import metadata\n"
-        "from hpcscale import resources as r\n"
+        "from hpcscale.model import resources as r\n"
         "print(json.dumps({'file': hpcscale.__file__,\n"
         "  'path': [os.path.abspath(p) for p in sys.path],\n"
         "  'finders': [type(f).__name__ for f in sys.meta_path],\n"
@@ -329,7 +329,7 @@ def test_starter_campaign_plans_on_every_shipped_system(system: str, tmp_path: P
 def test_init_refuses_before_writing_anything(tmp_path: Path) -> None:
     """An existing profile copy stops init before the campaign is written; --force overwrites."""
     from hpcscale import api
-    from hpcscale.errors import UsageError
+    from hpcscale.model.errors import UsageError
 
     (tmp_path / "local.yaml").write_text("mine\n")
     with pytest.raises(UsageError, match=r"local\.yaml exists"):

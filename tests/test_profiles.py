@@ -10,8 +10,8 @@ import pytest
 import yaml
 
 from hpcscale import api
-from hpcscale.core.system import SHIPPED_DIR, python_of
-from hpcscale.errors import InputError
+from hpcscale.model.system import SHIPPED_DIR, python_of
+from hpcscale.model.errors import InputError
 from hpcscale.launchers import REGISTRY, Launcher, LaunchRequest, get
 
 from .conftest import CAMPAIGNS, hpcscale

@@ -117,12 +117,12 @@ def test_the_closure_is_jobs_and_the_formats_layer() -> None:
     closure = job_closure()
     core = {n for n in closure if n.startswith("hpcscale")}
     measured = {
-        "hpcscale", "hpcscale.core", "hpcscale.core.vocab", "hpcscale.errors",
+        "hpcscale", "hpcscale.core", "hpcscale.model.vocab", "hpcscale.model.errors",
         "hpcscale.formats", "hpcscale.formats._messages", "hpcscale.formats.atomic",
         "hpcscale.formats.job_cli", "hpcscale.formats.metrics", "hpcscale.formats.steps",
     }  # fmt: skip
     assert measured <= core
-    allowed = {"hpcscale", "hpcscale.core", "hpcscale.core.vocab", "hpcscale.errors"}
+    allowed = {"hpcscale", "hpcscale.core", "hpcscale.model.vocab", "hpcscale.model.errors"}
     assert {n for n in core if not n.startswith("hpcscale.formats")} <= allowed
     assert {"jobs.train", "jobs.harness", "jobs.distribute", "jobs.config"} <= set(closure)
 

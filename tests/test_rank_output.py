@@ -21,7 +21,7 @@ from tests.conftest import hpcscale
 
 
 def _rankwrap() -> str:
-    from hpcscale.core.job_command import RANKWRAP  # the wrapper's file (issue 27)
+    from hpcscale.render.job_command import RANKWRAP  # the wrapper's file (issue 27)
 
     return RANKWRAP
 

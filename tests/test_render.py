@@ -16,10 +16,10 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import hpcscale.core.render as render_mod
+import hpcscale.render.render as render_mod
 from hpcscale.api import plan_campaign, render_campaign
-from hpcscale.core.system import SHIPPED_DIR
-from hpcscale.errors import InputError, UsageError
+from hpcscale.model.system import SHIPPED_DIR
+from hpcscale.model.errors import InputError, UsageError
 
 from .conftest import CAMPAIGNS, hpcscale
 

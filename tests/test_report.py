@@ -25,7 +25,7 @@ from hpcscale.analysis import tables
 from hpcscale.analysis.references import check_references
 from hpcscale.analysis.tables import fusion_grid
 from hpcscale.analysis.targets import campaign_targets, parse_target
-from hpcscale.core.campaign import Reference
+from hpcscale.model.campaign import Reference
 from hpcscale.report import figures
 from hpcscale.report.build import write
 from hpcscale.report.figures import png_bytes

@@ -16,7 +16,7 @@ import pytest
 
 import hpcscale.api as hs
 from hpcscale.analysis.targets import parse_target
-from hpcscale.core.run import Run
+from hpcscale.model.run import Run
 
 from .conftest import CAMPAIGNS, hpcscale
 

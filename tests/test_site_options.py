@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 import yaml
 
-import hpcscale.core.render as render_mod
+import hpcscale.render.render as render_mod
 from hpcscale import api
 from hpcscale.backends.slurm import arrays
-from hpcscale.errors import InputError
+from hpcscale.model.errors import InputError
 
 from .conftest import hpcscale
 

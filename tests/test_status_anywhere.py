@@ -1,5 +1,5 @@
 """`hpcscale status NAME` from any directory, as squeue users expect: the per-user index of
-workdirs (hpcscale.core.workdirs) finds the campaign; a name in two workdirs is ambiguous and
+workdirs (hpcscale.state.workdirs) finds the campaign; a name in two workdirs is ambiguous and
 both are listed; a mistyped name gets a did-you-mean. Real submit (local mpirun), real CLI."""
 
 from __future__ import annotations

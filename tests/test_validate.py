@@ -16,8 +16,8 @@ import pytest
 
 from hpcscale import api
 from hpcscale.api import plan_campaign
-from hpcscale.core.vocab import RUN_TERMS
-from hpcscale.errors import InputError, UsageError
+from hpcscale.model.vocab import RUN_TERMS
+from hpcscale.model.errors import InputError, UsageError
 from hpcscale.formats.job_cli import JOB_FLAGS
 
 from .conftest import CAMPAIGNS, hpcscale
@@ -175,7 +175,7 @@ def test_args_never_shadow_what_hpcscale_sets(tmp_path: Path, name: str) -> None
 
 
 def test_where_sees_run_fields_not_arguments_of_the_same_name() -> None:
-    from hpcscale.core.where import holds
+    from hpcscale.model.where import holds
 
     fields = {"nodes": 2, "args": {"nodes": 99, "image_size": 32}}
     assert holds("nodes == 2 and image_size == 32", fields)
@@ -183,8 +183,8 @@ def test_where_sees_run_fields_not_arguments_of_the_same_name() -> None:
 
 def test_repeats_still_differ_by_seed(tmp_path: Path) -> None:
     """`seed` is refused as an argument; each repeat runs with its own seed."""
-    from hpcscale.core.job_command import program_argv
-    from hpcscale.core.system import load_system
+    from hpcscale.render.job_command import program_argv
+    from hpcscale.model.system import load_system
 
     _, plan = plan_campaign(write(tmp_path, BASE + "repeats: 3\n"))
     system = load_system("owens")
@@ -259,7 +259,7 @@ def test_validate_exits_2_with_the_location(tmp_path: Path) -> None:
 
 
 def test_where_conditions_that_raise_say_what_failed() -> None:
-    from hpcscale.core.where import ConditionError, holds
+    from hpcscale.model.where import ConditionError, holds
 
     for text, words in [
         ("nodes / 0", "division by zero"),
@@ -289,7 +289,7 @@ def test_cancel_with_a_bad_condition_exits_2_with_no_run_active(
 
 
 def test_a_backend_that_does_not_fit_the_system_is_refused() -> None:
-    from hpcscale.core.system import load_system
+    from hpcscale.model.system import load_system
 
     local, owens, slurm_local = (load_system(n) for n in ("local", "owens", "slurm-local"))
     with pytest.raises(UsageError, match="--system slurm-local"):
@@ -345,7 +345,7 @@ def test_reference_names_are_columns_the_report_derives() -> None:
     from hpcscale.analysis.derive import derive
     from hpcscale.analysis.references import METRIC_UNITS
     from hpcscale.collect.collector import COLUMNS
-    from hpcscale.core.campaign import REFERENCE_KEYS, reference_metrics
+    from hpcscale.model.campaign import REFERENCE_KEYS, reference_metrics
 
     row = dict.fromkeys(COLUMNS, np.nan)
     row.update(
@@ -391,7 +391,7 @@ def test_a_jobs_dir_without_a_manifest_declares_nothing(tmp_path: Path) -> None:
 
 
 def test_a_jobs_dir_with_its_own_manifest_is_the_one_checked(tmp_path: Path) -> None:
-    from hpcscale.core.workloads import MANIFEST
+    from hpcscale.model.workloads import MANIFEST
 
     own = _own_jobs(tmp_path, MANIFEST.read_text().replace('"lr",', '"learning_rate",'))
     text = BASE.replace("system: owens", f"system: {own}")

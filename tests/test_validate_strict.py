@@ -12,7 +12,7 @@ import pytest
 import yaml
 from pydantic import BaseModel, Field, ValidationError
 
-from hpcscale.core.campaign import Workload
+from hpcscale.model.campaign import Workload
 
 from .conftest import hpcscale
 

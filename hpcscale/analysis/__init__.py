@@ -41,7 +41,7 @@ Derived axis column added by `frame.normalise`: gpus = nodes * gpus_per_node.
 "The scaled axis" is `nodes`, `ranks` or `gpus`; runs sharing every other setting form a group
 whose baseline is the cell with the smallest axis value (see `baseline.group_keys`).
 
-Column names, types, labels and units are defined once in `hpcscale.core.vocab`.
+Column names, types, labels and units are defined once in `hpcscale.model.vocab`.
 
 Modules: frame (contract, validation), baseline (grouping, repeats, baselines), sweeps (which
 cells a knob sweep or a scaling line holds), scaling (throughput, speedup, efficiency,
@@ -54,7 +54,7 @@ reference checks, in the campaign's schema), tables (display frames in the seeds
 from __future__ import annotations
 
 # The column names are defined once, in the shared vocabulary; re-exported for existing importers.
-from hpcscale.core.vocab import (
+from hpcscale.model.vocab import (
     EXACT_COLUMNS,
     LIST_COLUMNS,
     METRIC_COLUMNS,

@@ -17,7 +17,7 @@ import pandas as pd
 
 from hpcscale.analysis import EXACT_COLUMNS, METRIC_COLUMNS, TIMELINE_COLUMNS
 from hpcscale.analysis.frame import check_axis
-from hpcscale.core.vocab import CELL_FIELDS, arg_columns, cell_keys
+from hpcscale.model.vocab import CELL_FIELDS, arg_columns, cell_keys
 
 # With nodes as the axis the per-node layout must match; with ranks or GPUs it is what varies.
 LAYOUT_BY_AXIS: dict[str, tuple[str, ...]] = {

@@ -1,6 +1,6 @@
 """Runs that did not have their machine to themselves, and efficiencies that say so.
 
-Pure functions of the tidy run table (collector columns, see hpcscale.core.vocab's
+Pure functions of the tidy run table (collector columns, see hpcscale.model.vocab's
 CONTENTION_TERMS); hpcscale.analysis.quality turns their findings into flags.
 
 - Overlap: two runs whose [started_unix_s, finished_unix_s] intervals intersect on a shared

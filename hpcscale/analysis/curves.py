@@ -24,7 +24,7 @@ import pandas as pd
 
 from hpcscale.analysis.frame import normalise
 from hpcscale.analysis.targets import target_lines
-from hpcscale.core.vocab import cell_keys
+from hpcscale.model.vocab import cell_keys
 
 CLASSIFIER_METRICS: tuple[str, ...] = ("train_loss", "val_loss", "train_accuracy", "val_accuracy")
 CURVE_COLUMNS: tuple[str, ...] = (

@@ -29,7 +29,7 @@ from hpcscale.analysis.models import (
     transfer_time_s,
 )
 from hpcscale.analysis.scaling import with_throughput
-from hpcscale.core.vocab import arg_columns, is_arg_column, term
+from hpcscale.model.vocab import arg_columns, is_arg_column, term
 
 DEFAULT_AT: tuple[int, ...] = (16, 32)
 # Scaling mode -> (law, the metric it is fitted to).

@@ -16,8 +16,8 @@ from hpcscale.analysis import (
     METRIC_COLUMNS,
     TIMELINE_COLUMNS,
 )
-from hpcscale.core import vocab
-from hpcscale.errors import UsageError
+from hpcscale.model import vocab
+from hpcscale.model.errors import UsageError
 
 REQUIRED: tuple[str, ...] = ("model", "scaling", "device", "nodes")
 COMPLETED = "COMPLETED"  # hpcscale.state.states.RunState.COMPLETED: the one measured state

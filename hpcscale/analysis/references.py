@@ -1,6 +1,6 @@
 """Checking a campaign's `references` against the derived table, so CI can gate on scaling.
 
-The schema is the campaign's (`hpcscale.core.campaign.Reference`); one item (YAML) is, e.g.
+The schema is the campaign's (`hpcscale.model.campaign.Reference`); one item (YAML) is, e.g.
 "weak-scaling efficiency at 8 nodes is at least 0.8":
 
     - metric: efficiency          # a column of derive.derive(): efficiency, speedup, overhead,
@@ -25,10 +25,10 @@ import numpy as np
 import pandas as pd
 from pydantic import ValidationError
 
-from hpcscale.core.campaign import Reference
-from hpcscale.core.units import METRIC_UNITS, unit_problem
-from hpcscale.core.vocab import arg_columns
-from hpcscale.errors import UsageError
+from hpcscale.model.campaign import Reference
+from hpcscale.model.units import METRIC_UNITS, unit_problem
+from hpcscale.model.vocab import arg_columns
+from hpcscale.model.errors import UsageError
 
 ITEM_KEYS = frozenset(Reference.model_fields)
 # Metrics relative to the group's baseline cell: none without it.

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from hpcscale.core.vocab import cell_keys
+from hpcscale.model.vocab import cell_keys
 
 
 def swept(cells: pd.DataFrame, cols: Sequence[str], free: Sequence[str] = ()) -> pd.DataFrame:

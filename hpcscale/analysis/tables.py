@@ -15,7 +15,7 @@ import pandas as pd
 from hpcscale.analysis.intervals import LEVEL, pct
 from hpcscale.analysis.references import ReferenceResult, bounds, describe
 from hpcscale.analysis.strategies import strategy_names
-from hpcscale.core.vocab import arg_columns, term
+from hpcscale.model.vocab import arg_columns, term
 
 AXIS_LABELS: dict[str, str] = {"nodes": "Nodes", "ranks": "Ranks", "gpus": "# GPUs"}
 OVERLAP_DISPLAY: dict[str, str] = {

@@ -26,7 +26,7 @@ import pandas as pd
 
 from hpcscale.analysis.baseline import aggregate_repeats, shared_keys
 from hpcscale.analysis.frame import FrameError, normalise
-from hpcscale.core.vocab import cell_keys
+from hpcscale.model.vocab import cell_keys
 
 Goal = Literal["min", "max"]
 ACCURACY_COLUMNS: tuple[str, ...] = ("val_accuracy", "train_accuracy")

@@ -22,7 +22,7 @@ FOR_SCHEDULER: dict[str, str] = {"slurm": "slurm", "local": "local"}
 
 
 def backend_class(name: str) -> type[Backend]:
-    from hpcscale.errors import UsageError
+    from hpcscale.model.errors import UsageError
 
     try:
         module, cls = REGISTRY[name].split(":")

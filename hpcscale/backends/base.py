@@ -14,7 +14,7 @@ from hpcscale.backends.repeats import DEFAULT_MAX_FAILURES
 from hpcscale.state.states import RunState
 
 if TYPE_CHECKING:
-    from hpcscale.core.render import Rendered
+    from hpcscale.render.render import Rendered
     from hpcscale.state.ledger import Ledger, RunRow
 
 
@@ -114,7 +114,7 @@ class Backend(ABC):
 
     def options(self, options: BackendOptions | None) -> BackendOptions:
         """The options to use; options meant for another backend are a usage error."""
-        from hpcscale.errors import UsageError
+        from hpcscale.model.errors import UsageError
 
         if options is None:
             return self.options_type()
@@ -161,7 +161,7 @@ def wants_submit(row: RunRow | None, force: bool) -> bool:
 
 def raise_for(out: Submission) -> None:
     """Rejected or failed runs as an error (exit 1), naming them."""
-    from hpcscale.errors import BackendError, HpcscaleError
+    from hpcscale.model.errors import BackendError, HpcscaleError
 
     if out.rejected:
         raise BackendError("\n".join(out.errors) or f"{len(out.rejected)} run(s) rejected")

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from hpcscale.backends.base import Backend, BackendOptions, Refreshed, Reporter, Submission
 
 if TYPE_CHECKING:
-    from hpcscale.core.render import Rendered
+    from hpcscale.render.render import Rendered
     from hpcscale.state.ledger import Ledger
 
 

@@ -24,8 +24,8 @@ from hpcscale.backends.base import (
     Submission,
 )
 from hpcscale.backends.repeats import SameFailures
-from hpcscale.core.render import Rendered
-from hpcscale.core.shell import quote
+from hpcscale.render.render import Rendered
+from hpcscale.render.shell import quote
 from hpcscale.formats.outputs import LOCAL_OUT
 from hpcscale.state.ledger import Ledger, RunRow, pid_alive
 from hpcscale.state.lock import campaign_lock

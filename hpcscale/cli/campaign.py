@@ -25,9 +25,9 @@ from hpcscale.cli.common import (
 )
 from hpcscale.cli.progress import Activity
 from hpcscale.cli.tables import Col, Grid, emit
-from hpcscale.core.command import AS_WRITTEN, PYTHONS, shown_command
-from hpcscale.core.system import python_of
-from hpcscale.core.vocab import KNOBS
+from hpcscale.model.command import AS_WRITTEN, PYTHONS, shown_command
+from hpcscale.model.system import python_of
+from hpcscale.model.vocab import KNOBS
 from hpcscale.util.text import plural
 
 KNOB_COLUMNS = (*KNOBS, "epochs", "repeat")

@@ -20,7 +20,7 @@ from hpcscale.cli.common import (
     print_json,
 )
 from hpcscale.cli.tables import Col, Grid
-from hpcscale.errors import HpcscaleError, UsageError
+from hpcscale.model.errors import HpcscaleError, UsageError
 from hpcscale.util.text import plural
 
 
@@ -243,7 +243,7 @@ def _check_regular(path: Path, inside: str) -> None:
 
 
 def _find_run(run: str, wd: Path | None) -> Path:
-    from hpcscale.core.paths import workdir
+    from hpcscale.state.paths import workdir
 
     p = Path(run)
     if p.is_dir():

@@ -17,7 +17,7 @@ from rich.markup import escape
 from hpcscale import api
 from hpcscale.cli.common import IncludeStaleOpt, WorkdirOpt, console, err_console
 from hpcscale.cli.tables import Col, Grid
-from hpcscale.errors import HpcscaleError
+from hpcscale.model.errors import HpcscaleError
 
 if TYPE_CHECKING:
     from hpcscale.report.compare import CompareResult

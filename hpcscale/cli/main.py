@@ -23,8 +23,8 @@ from hpcscale.cli import status as status_cmds
 from hpcscale.cli import submit as submit_cmds
 from hpcscale.cli.cluster import app as cluster_app
 from hpcscale.cli.common import console, err_console
-from hpcscale.errors import HpcscaleError, InputError
-from hpcscale.resources import shipped_example
+from hpcscale.model.errors import HpcscaleError, InputError
+from hpcscale.model.resources import shipped_example
 from hpcscale.version import hpcscale_version
 
 app = typer.Typer(

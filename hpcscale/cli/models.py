@@ -6,8 +6,8 @@ from dataclasses import asdict
 
 from hpcscale.cli.common import JsonOpt, console, print_json
 from hpcscale.cli.tables import Grid
-from hpcscale.core.workloads import arguments
-from hpcscale.core.workloads import models as declared_models
+from hpcscale.model.workloads import arguments
+from hpcscale.model.workloads import models as declared_models
 
 
 def models(json: JsonOpt = False) -> None:

@@ -13,7 +13,7 @@ from rich.markup import escape
 from hpcscale import api
 from hpcscale.cli.common import CampaignsArg, IncludeStaleOpt, WorkdirOpt, console, err_console
 from hpcscale.cli.tables import Col, Grid
-from hpcscale.errors import HpcscaleError
+from hpcscale.model.errors import HpcscaleError
 from hpcscale.util.reportdir import refuse_foreign
 from hpcscale.util.text import plural
 

@@ -15,7 +15,7 @@ from hpcscale.state.states import RunState
 from hpcscale.util.text import printable
 
 if TYPE_CHECKING:
-    from hpcscale.core.render import Rendered
+    from hpcscale.render.render import Rendered
 
 
 class RichReporter:

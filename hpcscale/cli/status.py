@@ -25,7 +25,7 @@ from hpcscale.cli.common import (
     print_json,
 )
 from hpcscale.cli.tables import Col, Grid
-from hpcscale.errors import HpcscaleError
+from hpcscale.model.errors import HpcscaleError
 from hpcscale.state.states import RunState
 from hpcscale.util.logtail import copy_shown
 from hpcscale.util.text import plural, printable

@@ -11,7 +11,7 @@ from hpcscale import api
 from hpcscale.backends.base import BackendOptions, Submission
 from hpcscale.cli.common import CampaignArg, SystemOpt, WorkdirOpt, console
 from hpcscale.cli.reporting import RichReporter
-from hpcscale.errors import UsageError
+from hpcscale.model.errors import UsageError
 
 
 class BackendName(StrEnum):

@@ -20,8 +20,8 @@ from hpcscale.collect.timeline import (
     TimelineSummary,
     parse_timeline,
 )
-from hpcscale.core.vocab import args_as_columns
-from hpcscale.errors import HpcscaleError
+from hpcscale.model.vocab import args_as_columns
+from hpcscale.model.errors import HpcscaleError
 from hpcscale.formats.exit_record import read_exit_record
 from hpcscale.formats.metrics import Metrics, load_metrics
 from hpcscale.formats.run_record import RunRecord, load_run_record

@@ -37,7 +37,7 @@ from pathlib import Path
 import numpy as np
 
 from hpcscale.collect import intervals as iv
-from hpcscale.errors import InputError
+from hpcscale.model.errors import InputError
 from hpcscale.formats.steps import load_steps_file
 
 TRUNCATION_US = 2

@@ -26,8 +26,8 @@ from hpcscale.analysis import (
     TIMELINE_COLUMNS,
 )
 from hpcscale.collect.run_row import TIMELINE_EXTRA
-from hpcscale.core.vocab import CONTENTION_COLUMNS, QUALITY_COLUMNS, arg_columns
-from hpcscale.errors import UsageError
+from hpcscale.model.vocab import CONTENTION_COLUMNS, QUALITY_COLUMNS, arg_columns
+from hpcscale.model.errors import UsageError
 from hpcscale.formats.atomic import atomic_write
 
 RESULTS_PARQUET = "results.parquet"
@@ -150,7 +150,7 @@ def load_results(
     import pandas as pd
 
     from hpcscale.analysis.frame import measured
-    from hpcscale.core.paths import campaign_dir, select_campaigns
+    from hpcscale.state.paths import campaign_dir, select_campaigns
 
     p = Path(campaign)
     if (p / RESULTS_PARQUET).exists():

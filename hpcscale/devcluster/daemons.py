@@ -16,7 +16,7 @@ from hpcscale.devcluster.layout import Layout
 from hpcscale.devcluster.logs import excerpt
 from hpcscale.devcluster.probes import tcp_open, unix_open
 from hpcscale.devcluster.spec import ClusterSpec
-from hpcscale.errors import BackendError
+from hpcscale.model.errors import BackendError
 
 Progress = Callable[[str], None]
 

@@ -15,7 +15,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from hpcscale.errors import BackendError, HpcscaleError
+from hpcscale.model.errors import BackendError, HpcscaleError
 
 # What a bind to the IPv6 wildcard becomes: `::1` for SLURM's daemons; refused for torch's
 # rendezvous store, which then binds IPv4 (its clients dial 127.0.0.1, where `::1` has no server).

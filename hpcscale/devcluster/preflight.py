@@ -10,7 +10,7 @@ from collections.abc import Container
 from hpcscale.devcluster.layout import Layout
 from hpcscale.devcluster.probes import port_free
 from hpcscale.devcluster.spec import ClusterSpec
-from hpcscale.errors import BackendError, HpcscaleError, UsageError
+from hpcscale.model.errors import BackendError, HpcscaleError, UsageError
 
 # program -> Debian package that ships it (for the "run make setup" message)
 REQUIRED_PROGRAMS = {

@@ -13,7 +13,7 @@ from hpcscale.devcluster.daemons import MARIADB_TUNING, Progress
 from hpcscale.devcluster.layout import Layout
 from hpcscale.devcluster.logs import excerpt
 from hpcscale.devcluster.spec import ClusterSpec
-from hpcscale.errors import BackendError
+from hpcscale.model.errors import BackendError
 from hpcscale.formats.atomic import atomic_write
 
 

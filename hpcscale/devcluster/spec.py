@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from hpcscale.devcluster.probes import port_free
-from hpcscale.errors import UsageError
+from hpcscale.model.errors import UsageError
 
 DEFAULT_PORT_BASE = 17000
 MAX_NODES = 64

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hpcscale.core.shell import quote
+from hpcscale.render.shell import quote
 from hpcscale.devcluster.client import slurm
 from hpcscale.devcluster.layout import Layout
 from hpcscale.devcluster.spec import JOB_MPI_ENV, default_state_dir

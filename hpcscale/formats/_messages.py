@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 from typing import Optional, Union
 
-from hpcscale.errors import InputError
+from hpcscale.model.errors import InputError
 
 
 def key_of(message: str) -> Optional[str]:

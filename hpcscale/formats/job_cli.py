@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional, Union
 
-from hpcscale.core.vocab import CROSS_DEVICE_OPS, DEVICES, STRATEGIES
+from hpcscale.model.vocab import CROSS_DEVICE_OPS, DEVICES, STRATEGIES
 
 DEFAULT_CROSS_DEVICE_OPS = "reduce_to_one"  # what a mirrored run reduces with unless told
 

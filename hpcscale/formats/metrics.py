@@ -12,8 +12,8 @@ from typing import Any, Literal, Optional, Union
 
 import msgspec
 
-from hpcscale.core.vocab import Device, Strategy
-from hpcscale.errors import InputError
+from hpcscale.model.vocab import Device, Strategy
+from hpcscale.model.errors import InputError
 from hpcscale.formats._messages import key_of, read_bytes
 
 SCHEMA_VERSION: int = 1

@@ -1,7 +1,7 @@
 """`run.json`, the record `hpcscale render` leaves in every run directory: the resolved run
 (`Run.as_record()`: the model's fields plus run_id, ranks, replicas) and `schema_version`.
 
-Written by hpcscale/core/render.py (`encode_run_record`); read by the collector, the report's
+Written by hpcscale/render/render.py (`encode_run_record`); read by the collector, the report's
 provenance and `--where` selections (`load_run_record`). Files rendered before `schema_version`
 was written count as version 1, and so do files that name `program` by its first name,
 `workload`. Keys this version does not know are ignored (a change of meaning bumps the version);
@@ -20,8 +20,8 @@ from typing import Any, Optional, Union
 
 import msgspec
 
-from hpcscale.core.vocab import CrossDeviceOps, Device, Scaling, Strategy
-from hpcscale.errors import InputError
+from hpcscale.model.vocab import CrossDeviceOps, Device, Scaling, Strategy
+from hpcscale.model.errors import InputError
 from hpcscale.formats._messages import key_of, read_bytes
 
 SCHEMA_VERSION = 1
@@ -35,7 +35,7 @@ def campaign_version_of(text: Union[str, bytes]) -> str:
 
 
 class RunRecord(msgspec.Struct, kw_only=True):
-    """One run.json. Fields and defaults follow hpcscale.core.run.Run (a test holds them
+    """One run.json. Fields and defaults follow hpcscale.model.run.Run (a test holds them
     together); `ranks` and `replicas` are derived there, stored here for readers."""
 
     schema_version: int = SCHEMA_VERSION

@@ -28,7 +28,7 @@ from typing import Optional, Union
 
 import msgspec
 
-from hpcscale.errors import InputError
+from hpcscale.model.errors import InputError
 from hpcscale.formats._messages import read_bytes
 
 FORMAT = "hpcscale.steps"

@@ -1,6 +1,6 @@
 """How ranks are started (srun, mpirun, mpirun_rsh, mpiexec, horovodrun), independent of how
 jobs are queued. Adding a launcher: one module with a `Launcher` subclass, one line in REGISTRY.
-Wrapping a run of a system profile in its launcher is hpcscale.core.launch's job: the profile
+Wrapping a run of a system profile in its launcher is hpcscale.render.launch's job: the profile
 imports this registry, so nothing here imports the profile.
 """
 

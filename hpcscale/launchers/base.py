@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
 if TYPE_CHECKING:
-    from hpcscale.core.run import Run
+    from hpcscale.model.run import Run
 
 
 @dataclass(frozen=True, slots=True)

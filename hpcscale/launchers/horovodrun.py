@@ -3,7 +3,7 @@ PATH, so a venv need not be activated. Knobs go as its own flags (fusion in MB h
 
 from __future__ import annotations
 
-from hpcscale.core.shell import Raw
+from hpcscale.render.shell import Raw
 from hpcscale.launchers.base import Launcher, LaunchRequest
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hpcscale.core.shell import Raw
+from hpcscale.render.shell import Raw
 from hpcscale.launchers.base import Launcher, LaunchRequest
 
 HOSTFILE = Raw('"$HPCSCALE_HOSTFILE"')

@@ -3,7 +3,7 @@ localhost once per rank), environment passed as NAME=value words."""
 
 from __future__ import annotations
 
-from hpcscale.core.shell import Raw
+from hpcscale.render.shell import Raw
 from hpcscale.launchers.base import Launcher, LaunchRequest
 from hpcscale.launchers.mpirun import HOSTFILE
 

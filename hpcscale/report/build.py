@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from hpcscale.analysis.quality import without_partial_timelines
-from hpcscale.errors import HpcscaleError, UsageError
+from hpcscale.model.errors import HpcscaleError, UsageError
 from hpcscale.formats.atomic import atomic_write
 from hpcscale.formats.run_record import VERSIONS_DIR
 from hpcscale.report import html, markdown, provenance

@@ -22,9 +22,9 @@ from hpcscale.analysis.intervals import note as interval_note
 from hpcscale.analysis.metric import ScalingMetric
 from hpcscale.analysis.quality import quality_flags, without_partial_timelines
 from hpcscale.analysis.tables import AXIS_LABELS
-from hpcscale.core.paths import workdir as resolve_workdir
-from hpcscale.core.vocab import arg_columns, term
-from hpcscale.errors import UsageError
+from hpcscale.state.paths import workdir as resolve_workdir
+from hpcscale.model.vocab import arg_columns, term
+from hpcscale.model.errors import UsageError
 from hpcscale.report import metric_labels as labels_of
 from hpcscale.report.build import write
 from hpcscale.report.data import (

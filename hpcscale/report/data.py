@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from hpcscale.analysis.context import TableContext
-from hpcscale.errors import UsageError
+from hpcscale.model.errors import UsageError
 
 if TYPE_CHECKING:
     from hpcscale.collect.collector import Collected
@@ -34,9 +34,9 @@ def campaign_source(cdir: Path, yaml_path: Path | None = None) -> CampaignSource
 
     The system profile is not loaded: a report must not need the cluster's profile to exist."""
     from hpcscale.analysis.targets import parse_target
-    from hpcscale.core.campaign import Campaign
-    from hpcscale.core.validation import validate
-    from hpcscale.core.yamlsrc import load_yaml
+    from hpcscale.model.campaign import Campaign
+    from hpcscale.model.validation import validate
+    from hpcscale.model.yamlsrc import load_yaml
 
     path = yaml_path or cdir / "campaign.yaml"
     if not path.exists():
@@ -102,8 +102,8 @@ def report_inputs(
     (their references are the ones to check, not the resolved copy's) and the `--target` goals
     parsed (bad syntax: UsageError)."""
     from hpcscale.analysis.targets import parse_target
-    from hpcscale.core.paths import select_campaigns
-    from hpcscale.core.paths import workdir as resolve_workdir
+    from hpcscale.state.paths import select_campaigns
+    from hpcscale.state.paths import workdir as resolve_workdir
 
     try:
         specs = [parse_target(t, "command line (--target)") for t in targets]

@@ -9,7 +9,7 @@ import msgspec
 import numpy as np
 import pandas as pd
 
-from hpcscale.errors import HpcscaleError
+from hpcscale.model.errors import HpcscaleError
 
 
 class ParquetUnavailable(HpcscaleError):

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from hpcscale.errors import HpcscaleError
+from hpcscale.model.errors import HpcscaleError
 from hpcscale.report.model import CampaignReport, Section, Table
 from hpcscale.report.sections.quality import TITLE
 from hpcscale.state.states import RunState

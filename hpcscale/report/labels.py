@@ -1,5 +1,5 @@
 """Short names for groups and cells: only what differs between the rows shown, so legends and bar
-labels stay short enough to read in print. Knob names and units come from `hpcscale.core.vocab`;
+labels stay short enough to read in print. Knob names and units come from `hpcscale.model.vocab`;
 a workload argument that differs is named as the campaign names it, with its value
 (`args.lr 0.002`)."""
 
@@ -12,7 +12,7 @@ from typing import Any
 import pandas as pd
 
 from hpcscale.analysis.strategies import strategy_of
-from hpcscale.core.vocab import KNOBS, Term, arg_columns, is_arg_column, term
+from hpcscale.model.vocab import KNOBS, Term, arg_columns, is_arg_column, term
 
 Describe = Callable[[pd.Series], str]
 

@@ -18,7 +18,7 @@ from matplotlib.figure import Figure
 
 from hpcscale.analysis.context import TableContext
 from hpcscale.analysis.metric import HEADING_OF_KIND, THROUGHPUT, ScalingMetric
-from hpcscale.core.vocab import term
+from hpcscale.model.vocab import term
 from hpcscale.report.model import Section, Table
 
 # What the scaling sections say of the bundled programs' throughput.

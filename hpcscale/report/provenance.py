@@ -14,7 +14,7 @@ from typing import Any
 import msgspec
 import pandas as pd
 
-from hpcscale.errors import HpcscaleError
+from hpcscale.model.errors import HpcscaleError
 from hpcscale.formats.run_record import load_run_record
 
 KNOB_PREFIXES: tuple[str, ...] = (
@@ -97,7 +97,7 @@ def system_table(name: str | None, campaign_dir: Path) -> tuple[pd.DataFrame, st
     """The system profile's main settings, and a note when it cannot be loaded here."""
     if not name:
         return pd.DataFrame(columns=["Setting", "Value"]), "no system profile recorded"
-    from hpcscale.core.system import load_system
+    from hpcscale.model.system import load_system
 
     try:
         system = load_system(name, relative_to=campaign_dir)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from hpcscale.errors import UsageError
+from hpcscale.model.errors import UsageError
 from hpcscale.formats.atomic import atomic_write
 
 OWNER_FILE = ".campaign-file"  # in the campaign directory: the owning file's absolute path

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from hpcscale.errors import HpcscaleError
+from hpcscale.model.errors import HpcscaleError
 
 
 class Busy(HpcscaleError):

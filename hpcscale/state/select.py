@@ -1,5 +1,5 @@
 """Choosing ledger rows by a `--where` condition over their run fields (run.json) and ledger
-fields (state, backend, job_id, ...), evaluated safely by hpcscale.core.where."""
+fields (state, backend, job_id, ...), evaluated safely by hpcscale.model.where."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from hpcscale.core.where import ConditionError, holds
-from hpcscale.errors import HpcscaleError, UsageError
+from hpcscale.model.where import ConditionError, holds
+from hpcscale.model.errors import HpcscaleError, UsageError
 from hpcscale.formats.run_record import load_run_record
 from hpcscale.state.ledger import RunRow
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hpcscale.errors import UsageError
+from hpcscale.model.errors import UsageError
 
 REPORT_MARKER = ".hpcscale-report"
 MARKER_TEXT = "written by `hpcscale report`: it may overwrite this directory's report files\n"

@@ -48,7 +48,7 @@ from torch import nn  # noqa: E402
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks  # noqa: E402
 from torch.nn.parallel import DistributedDataParallel as DDP  # noqa: E402
 
-from hpcscale.core.vocab import STRATEGIES  # noqa: E402
+from hpcscale.model.vocab import STRATEGIES  # noqa: E402
 from hpcscale.formats.atomic import atomic_write  # noqa: E402
 from hpcscale.formats.job_cli import (  # noqa: E402
     JOB_FLAGS,

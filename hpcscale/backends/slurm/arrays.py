@@ -9,7 +9,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from hpcscale.core.render import Rendered, job_name
+from hpcscale.render.render import Rendered, job_name
 from hpcscale.formats.atomic import atomic_write
 
 ARRAYS = "arrays"

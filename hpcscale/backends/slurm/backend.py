@@ -11,11 +11,11 @@ from typing import TYPE_CHECKING
 from hpcscale.backends.base import Backend, BackendOptions, Refreshed, Submission
 from hpcscale.backends.slurm import arrays, limits, submit, sync
 from hpcscale.backends.slurm.repair import has_intents
-from hpcscale.core.system import load_system
-from hpcscale.errors import InputError
+from hpcscale.model.system import load_system
+from hpcscale.model.errors import InputError
 
 if TYPE_CHECKING:
-    from hpcscale.core.render import Rendered
+    from hpcscale.render.render import Rendered
     from hpcscale.state.ledger import Ledger, RunRow
 
 

@@ -79,7 +79,7 @@ def _reading(path: Path) -> _Reading:
 
 @lru_cache(maxsize=32)
 def _reading_cached(path: Path, size: int, mtime_ns: int) -> _Reading:
-    from hpcscale.core.command import figure_of, reading_of  # core: not at import of collect
+    from hpcscale.model.command import figure_of, reading_of  # core: not at import of collect
 
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from hpcscale.core.vocab import term
+from hpcscale.model.vocab import term
 from hpcscale.report import labels as lbl
 from hpcscale.report.figures.fold import fold_groups, with_note
 from hpcscale.report.figures.style import (

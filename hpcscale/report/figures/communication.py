@@ -11,7 +11,7 @@ from matplotlib.image import AxesImage
 
 from hpcscale.analysis.sweeps import sweep_keys, timed
 from hpcscale.analysis.tables import fusion_grid
-from hpcscale.core.vocab import term
+from hpcscale.model.vocab import term
 from hpcscale.report import labels as lbl
 from hpcscale.report.figures.fold import spaced, spread_pick, with_note
 from hpcscale.report.figures.style import (

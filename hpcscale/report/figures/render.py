@@ -37,7 +37,7 @@ from matplotlib.cbook import CallbackRegistry
 from matplotlib.figure import Figure
 from matplotlib.transforms import TransformNode
 
-from hpcscale.core.forks import can_fork
+from hpcscale.util.forks import can_fork
 from hpcscale.report.figures.style import DPI
 
 KEY = "hpcscale figure"  # the PNG text chunk that holds the digest

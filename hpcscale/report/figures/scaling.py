@@ -11,7 +11,7 @@ from matplotlib.figure import Figure
 from hpcscale.analysis.intervals import short_label
 from hpcscale.analysis.strategies import strategy_of
 from hpcscale.analysis.sweeps import scaled_groups
-from hpcscale.core.vocab import term
+from hpcscale.model.vocab import term
 from hpcscale.report import labels as lbl
 from hpcscale.report.figures.fold import fold_groups, with_note
 from hpcscale.report.figures.style import (

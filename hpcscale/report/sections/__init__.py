@@ -61,7 +61,7 @@ def campaign_report(
     context: TableContext | None = None,
 ) -> CampaignReport:
     """Every applicable section for one campaign's runs (one row per run, collector columns).
-    `references` are the campaign's (`hpcscale.core.campaign.Reference`, or mappings with its
+    `references` are the campaign's (`hpcscale.model.campaign.Reference`, or mappings with its
     keys). `targets` are `analysis.targets.TargetSpec`s for time to target (none: the workload
     kind's default); `max_nodes` is the system's, to mark predictions beyond it. `context`:
     what travels beside the table (planned, unreadable, unfinished runs; none for a table

@@ -19,7 +19,7 @@ from hpcscale.analysis.intervals import (
 from hpcscale.analysis.metric import compared_on
 from hpcscale.analysis.noise import false_call_rate, verdict
 from hpcscale.analysis.tables import axis_label
-from hpcscale.core.vocab import KNOBS, arg_columns, term
+from hpcscale.model.vocab import KNOBS, arg_columns, term
 from hpcscale.report.labels import KNOB_PARTS, labels
 from hpcscale.report.model import Table
 

@@ -13,7 +13,7 @@ from hpcscale.analysis.extrapolate import comm_cost, extrapolate, predict_at, re
 from hpcscale.analysis.intervals import note
 from hpcscale.analysis.metric import compared_on, strong_rule
 from hpcscale.analysis.sweeps import scaled_groups
-from hpcscale.errors import HpcscaleError
+from hpcscale.model.errors import HpcscaleError
 from hpcscale.report import figures
 from hpcscale.report.labels import group_labels, with_setting
 from hpcscale.report.model import Plot, Section, Table, plot_if
@@ -257,7 +257,7 @@ def system_max_nodes(system: str | None, campaign_dir: Path) -> int | None:
     report must not need the cluster's profile)."""
     if not system:
         return None
-    from hpcscale.core.system import load_system
+    from hpcscale.model.system import load_system
 
     try:
         return int(load_system(system, relative_to=campaign_dir).max_nodes)

@@ -10,7 +10,7 @@ from typing import Any
 import msgspec
 from pydantic import BaseModel, ConfigDict, Field
 
-from hpcscale.core.vocab import CrossDeviceOps, Device, Scaling, Strategy
+from hpcscale.model.vocab import CrossDeviceOps, Device, Scaling, Strategy
 
 __all__ = ["CrossDeviceOps", "Device", "Run", "Scaling", "Strategy", "run_id_of"]
 

@@ -18,17 +18,17 @@ from typing import Any
 import jinja2
 import msgspec
 
-from hpcscale.core.forks import can_fork
-from hpcscale.core.gcpause import gc_paused
-from hpcscale.core.job_command import command_argv, command_env, horovod_env, program_argv
-from hpcscale.core.launch import launch_argv, needs_hostfile
-from hpcscale.core.paths import campaign_dir
-from hpcscale.core.run import Run
-from hpcscale.core.shell import SBATCH_SAFE, Shell, join, quote
-from hpcscale.core.system import System
-from hpcscale.core.templates import environment, template_problem
-from hpcscale.core.workdirs import remember
-from hpcscale.errors import UsageError
+from hpcscale.util.forks import can_fork
+from hpcscale.util.gcpause import gc_paused
+from hpcscale.render.job_command import command_argv, command_env, horovod_env, program_argv
+from hpcscale.render.launch import launch_argv, needs_hostfile
+from hpcscale.state.paths import campaign_dir
+from hpcscale.model.run import Run
+from hpcscale.render.shell import SBATCH_SAFE, Shell, join, quote
+from hpcscale.model.system import System
+from hpcscale.render.templates import environment, template_problem
+from hpcscale.state.workdirs import remember
+from hpcscale.model.errors import UsageError
 from hpcscale.formats.atomic import atomic_write
 from hpcscale.formats.run_record import VERSIONS_DIR, campaign_version_of, encode_run_record
 from hpcscale.version import hpcscale_version

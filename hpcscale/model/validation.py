@@ -8,8 +8,8 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from hpcscale.core.yamlsrc import KeyPath, Source
-from hpcscale.errors import InputError
+from hpcscale.model.yamlsrc import KeyPath, Source
+from hpcscale.model.errors import InputError
 
 M = TypeVar("M", bound=BaseModel)
 

@@ -9,16 +9,16 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from hpcscale.core import workloads
-from hpcscale.core.campaign import AXES, MAX_TIME_LIMIT_MIN, LoadedCampaign
-from hpcscale.core.command import AS_WRITTEN, COMMAND_PROGRAM, label_of, resolve_cwd
-from hpcscale.core.run import Run
-from hpcscale.core.scaling import ScalingError, batches, fit_layout
-from hpcscale.core.validation import did_you_mean
-from hpcscale.core.vocab import ARGS_PREFIX
-from hpcscale.core.where import ConditionError, holds
-from hpcscale.core.yamlsrc import KeyPath
-from hpcscale.errors import InputError
+from hpcscale.model import workloads
+from hpcscale.model.campaign import AXES, MAX_TIME_LIMIT_MIN, LoadedCampaign
+from hpcscale.model.command import AS_WRITTEN, COMMAND_PROGRAM, label_of, resolve_cwd
+from hpcscale.model.run import Run
+from hpcscale.model.scaling import ScalingError, batches, fit_layout
+from hpcscale.model.validation import did_you_mean
+from hpcscale.model.vocab import ARGS_PREFIX
+from hpcscale.model.where import ConditionError, holds
+from hpcscale.model.yamlsrc import KeyPath
+from hpcscale.model.errors import InputError
 
 Assignment = dict[str, Any]
 
@@ -339,7 +339,7 @@ def _fmt(a: Assignment) -> str:
 
 
 class _Where:
-    """The campaign's `where:` condition (hpcscale.core.where), with its location for errors."""
+    """The campaign's `where:` condition (hpcscale.model.where), with its location for errors."""
 
     def __init__(self, lc: LoadedCampaign) -> None:
         self.lc = lc

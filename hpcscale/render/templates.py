@@ -8,7 +8,7 @@ from functools import cache
 
 import jinja2
 
-from hpcscale.core.shell import env_name, finalize, sbatch_value
+from hpcscale.render.shell import env_name, finalize, sbatch_value
 
 
 @cache

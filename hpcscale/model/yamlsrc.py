@@ -12,7 +12,7 @@ from typing import Any
 
 import yaml
 
-from hpcscale.errors import InputError
+from hpcscale.model.errors import InputError
 
 MAX_NODES = 200_000
 MAX_DEPTH = 100  # nesting levels; a campaign needs about 5, and deeper exhausts Python's stack

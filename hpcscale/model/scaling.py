@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
-from hpcscale.core.run import Scaling
+from hpcscale.model.run import Scaling
 
 
 class ScalingError(ValueError):

@@ -18,8 +18,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from hpcscale.collect.readers.extract import ALL_RANKS, OUTPUT, Extractor, pattern_error
 from hpcscale.collect.readers.presets import MLLOG, PRESET_NAMES, PRESET_THROUGHPUT, PRESETS
-from hpcscale.core.validation import did_you_mean, validate
-from hpcscale.core.yamlsrc import KeyPath, Source
+from hpcscale.model.validation import did_you_mean, validate
+from hpcscale.model.yamlsrc import KeyPath, Source
 
 # Fields of a run a command may take, besides `{args.NAME}`.
 PLACEHOLDERS: tuple[str, ...] = (

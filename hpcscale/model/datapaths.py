@@ -22,12 +22,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from hpcscale.core.campaign import Campaign, LoadedCampaign
-from hpcscale.core.run import Run
-from hpcscale.core.strict import placeholder_of
-from hpcscale.core.vocab import ARGS_PREFIX
-from hpcscale.core.yamlsrc import KeyPath
-from hpcscale.errors import InputError
+from hpcscale.model.campaign import Campaign, LoadedCampaign
+from hpcscale.model.run import Run
+from hpcscale.model.strict import placeholder_of
+from hpcscale.model.vocab import ARGS_PREFIX
+from hpcscale.model.yamlsrc import KeyPath
+from hpcscale.model.errors import InputError
 
 Kind = Literal["dir", "file"]
 # The workload arguments that name something the job reads, and what it opens there

@@ -23,16 +23,16 @@ from pydantic import (
     model_validator,
 )
 
-from hpcscale.core.shell import ENV_NAME, NAME, SBATCH_SAFE
-from hpcscale.core.templates import template_problem
-from hpcscale.core.validation import did_you_mean, validate
-from hpcscale.core.vocab import Device
-from hpcscale.core.yamlsrc import Source, load_yaml
-from hpcscale.errors import InputError
-from hpcscale.resources import systems_dir, templates_dir
+from hpcscale.render.shell import ENV_NAME, NAME, SBATCH_SAFE
+from hpcscale.render.templates import template_problem
+from hpcscale.model.validation import did_you_mean, validate
+from hpcscale.model.vocab import Device
+from hpcscale.model.yamlsrc import Source, load_yaml
+from hpcscale.model.errors import InputError
+from hpcscale.model.resources import systems_dir, templates_dir
 
 if TYPE_CHECKING:
-    from hpcscale.core.run import Run
+    from hpcscale.model.run import Run
 
 SHIPPED_DIR = systems_dir()
 
@@ -49,7 +49,7 @@ def _setup_line(line: str) -> str:
 
 # one line of `setup:` (profile or campaign), checked where it stands (setup[i])
 SetupLine = Annotated[str, AfterValidator(_setup_line)]
-TEMPLATES_DIR = templates_dir()  # the shipped templates (hpcscale.resources: installed or checkout)
+TEMPLATES_DIR = templates_dir()  # the shipped templates (hpcscale.model.resources: installed or checkout)
 
 
 def _known_launcher(name: str | None) -> str | None:

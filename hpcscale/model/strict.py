@@ -7,7 +7,7 @@ would pass it and fail only when the job starts.
 - One argument longer than Linux's per-string limit (MAX_ARG_STRLEN, 128 KiB) or a command
   longer than the system's ARG_MAX makes exec fail ("exit code 126" in the job).
 - A site value of the profile (account, partition, qos, ...) left as a template's stand-in
-  (PLACEHOLDERS: `<...>`, `CHANGEME`, `your_...`): also used by hpcscale.core.datapaths for the
+  (PLACEHOLDERS: `<...>`, `CHANGEME`, `your_...`): also used by hpcscale.model.datapaths for the
   data and weights paths. Other argument values are the program's own business (`todo`,
   `"..."`, `a/path/to/b` are ordinary values there).
 """
@@ -21,8 +21,8 @@ import subprocess
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from hpcscale.core.yamlsrc import KeyPath, Source
-from hpcscale.errors import InputError
+from hpcscale.model.yamlsrc import KeyPath, Source
+from hpcscale.model.errors import InputError
 
 MAX_ARG_STRLEN = 32 * 4096  # Linux: one argument or environment string, its NUL included
 _SEG_END = r"(?=/|$)"

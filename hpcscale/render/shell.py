@@ -12,7 +12,7 @@ import re
 import shlex
 from collections.abc import Iterable
 
-from hpcscale.errors import UsageError
+from hpcscale.model.errors import UsageError
 
 # sbatch reads `#SBATCH` lines itself (no shell), so their values must need no quoting at all.
 # Whole-text patterns end in \Z, not $ (which also matches before a final newline): use them

@@ -3,8 +3,8 @@ launcher registry meet, so that neither imports the other's side back."""
 
 from __future__ import annotations
 
-from hpcscale.core.run import Run
-from hpcscale.core.system import System, python_of
+from hpcscale.model.run import Run
+from hpcscale.model.system import System, python_of
 from hpcscale.launchers import LaunchRequest, get
 
 

@@ -9,8 +9,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from hpcscale.core import workloads
-from hpcscale.core.command import (
+from hpcscale.model import workloads
+from hpcscale.model.command import (
     COMMAND_KEYS,
     CommandFields,
     arg_names,
@@ -18,12 +18,12 @@ from hpcscale.core.command import (
     command_metrics,
     command_units,
 )
-from hpcscale.core.shell import NAME
-from hpcscale.core.strict import check_loaded
-from hpcscale.core.system import SetupLine, System, load_system, sbatch_options_safe, sbatch_safe
-from hpcscale.core.units import unit_problem
-from hpcscale.core.validation import did_you_mean, validate
-from hpcscale.core.vocab import (
+from hpcscale.render.shell import NAME
+from hpcscale.model.strict import check_loaded
+from hpcscale.model.system import SetupLine, System, load_system, sbatch_options_safe, sbatch_safe
+from hpcscale.model.units import unit_problem
+from hpcscale.model.validation import did_you_mean, validate
+from hpcscale.model.vocab import (
     ARGS_PREFIX,
     AXIS_TERMS,
     CROSS_DEVICE_OPS,
@@ -36,7 +36,7 @@ from hpcscale.core.vocab import (
     Scaling,
     is_arg_column,
 )
-from hpcscale.core.yamlsrc import KeyPath, Source, load_yaml
+from hpcscale.model.yamlsrc import KeyPath, Source, load_yaml
 
 # Axes a matrix may sweep (defined in vocab); `args.<name>` sweeps any workload argument.
 AXES: dict[str, str] = {name: t.help for name, t in AXIS_TERMS.items()}

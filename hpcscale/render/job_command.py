@@ -8,14 +8,14 @@ from functools import lru_cache
 from pathlib import Path
 
 from hpcscale import rankwrap
-from hpcscale.core.command import AS_WRITTEN, command_words, placeholder_values
-from hpcscale.core.run import Run
-from hpcscale.core.scaling import fusion_threshold_bytes
-from hpcscale.core.system import System, python_of
+from hpcscale.model.command import AS_WRITTEN, command_words, placeholder_values
+from hpcscale.model.run import Run
+from hpcscale.model.scaling import fusion_threshold_bytes
+from hpcscale.model.system import System, python_of
 from hpcscale.formats.job_cli import job_argv
-from hpcscale.resources import jobs_dir
+from hpcscale.model.resources import jobs_dir
 
-JOBS_DIR = jobs_dir()  # the bundled programs (hpcscale.resources: installed or checkout)
+JOBS_DIR = jobs_dir()  # the bundled programs (hpcscale.model.resources: installed or checkout)
 # Run by its path with -I (no user site, no script directory on sys.path): the job's Python
 # need not have hpcscale installed, and hpcscale/'s own modules never shadow a stdlib one.
 RANKWRAP = str(Path(rankwrap.__file__).resolve())

@@ -1,1 +1,0 @@
-"""Campaign model, expansion, scaling arithmetic and rendering: everything before a scheduler."""
