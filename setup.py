@@ -1,7 +1,7 @@
 """Packs the repository's top-level templates/, jobs/ and campaigns/ into the wheel as package
 data (hpcscale/_data/<folder>/), so an installed hpcscale carries what a run needs while the
 repository keeps one copy of each where users expect it. Everything else is in pyproject.toml;
-hpcscale/resources.py finds the folders in either place (an editable install uses the top-level
+hpcscale/model/resources.py finds the folders in either place (an editable install uses the top-level
 ones, so this copy is skipped there)."""
 
 from __future__ import annotations
