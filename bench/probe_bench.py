@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from hpcscale import probe
 from hpcscale.collect.readers.extract import extract
-from hpcscale.collect.readers.presets import HOROVOD_SYNTHETIC
+from hpcscale.model.presets import HOROVOD_SYNTHETIC
 
 STEP_S = 0.010
 

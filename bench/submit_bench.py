@@ -37,9 +37,9 @@ from hpcscale.api import render_campaign  # noqa: E402
 from hpcscale.backends.base import QuietReporter  # noqa: E402
 from hpcscale.backends.slurm import query, sync  # noqa: E402
 from hpcscale.backends.slurm import submit as slurm  # noqa: E402
-from hpcscale.model.system import SHIPPED_DIR  # noqa: E402
 from hpcscale.devcluster.cluster import LocalCluster  # noqa: E402
 from hpcscale.devcluster.spec import first_free_port_base  # noqa: E402
+from hpcscale.model.system import SHIPPED_DIR  # noqa: E402
 from hpcscale.state.ledger import Ledger  # noqa: E402
 
 STAND_IN = """import json, os, sys

@@ -31,23 +31,23 @@ from hpcscale.backends.base import (
     raise_for,
 )
 from hpcscale.backends.fit import backend_for
-from hpcscale.backends.outputs import run_log, run_outputs
+from hpcscale.backends.outputs import RunLog, run_log, run_outputs
 from hpcscale.backends.slurm.backend import with_throttle
-from hpcscale.model import datapaths
-from hpcscale.model.campaign import LoadedCampaign, load_campaign
-from hpcscale.model.expand import Plan, expand
-from hpcscale.util.gcpause import gc_paused
-from hpcscale.state.paths import select_campaigns, submitted_campaigns
-from hpcscale.state.paths import workdir as resolve_workdir
-from hpcscale.render.render import Rendered
 from hpcscale.doctor import Check, Diagnosis
 from hpcscale.doctor_campaign import check_program, doctor
+from hpcscale.model import datapaths
+from hpcscale.model.campaign import LoadedCampaign, load_campaign
 from hpcscale.model.errors import UsageError
-from hpcscale.results import CampaignStatus, Cancelled, Planned, RenderedCampaign, RunLog
+from hpcscale.model.expand import Plan, expand
+from hpcscale.render.render import Rendered
+from hpcscale.results import CampaignStatus, Cancelled, Planned, RenderedCampaign
 from hpcscale.starter import Example, Initialised, examples, init
 from hpcscale.state.ledger import Ledger
+from hpcscale.state.paths import select_campaigns, submitted_campaigns
+from hpcscale.state.paths import workdir as resolve_workdir
 from hpcscale.state.select import select_rows as select
 from hpcscale.state.states import DEFAULT_RESUBMIT, TERMINAL, RunState
+from hpcscale.util.gcpause import gc_paused
 from hpcscale.writing import write_campaign
 
 if TYPE_CHECKING:

@@ -13,9 +13,6 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from hpcscale.model.campaign import LoadedCampaign, load_campaign
-from hpcscale.model.command import AS_WRITTEN, PYTHONS, fields_of, resolve_cwd
-from hpcscale.model.system import python_of
 from hpcscale.doctor import (
     PROBE_TIMEOUT_S,
     Check,
@@ -27,6 +24,9 @@ from hpcscale.doctor import (
     slurm_checks,
 )
 from hpcscale.doctor import doctor as doctor_system
+from hpcscale.model.campaign import LoadedCampaign, load_campaign
+from hpcscale.model.command import AS_WRITTEN, PYTHONS, fields_of, resolve_cwd
+from hpcscale.model.system import python_of
 from hpcscale.starter import STARTER_FILE
 
 VERSION_PROBE = "import sys; print('%d.%d.%d' % sys.version_info[:3])"

@@ -7,11 +7,12 @@ from pathlib import Path
 from typing import Any
 
 from hpcscale.backends.base import StateChange
+from hpcscale.backends.outputs import RunOutput
 from hpcscale.model.campaign import Campaign, LoadedCampaign
 from hpcscale.model.expand import Excluded, Plan
-from hpcscale.render.render import Rendered
 from hpcscale.model.run import Run
 from hpcscale.model.system import System
+from hpcscale.render.render import Rendered
 from hpcscale.state.ledger import RunRow
 
 
@@ -50,24 +51,6 @@ class RenderedCampaign:
     planned: Planned
     directory: Path
     runs: list[Rendered]
-
-
-@dataclass(frozen=True)
-class RunOutput:
-    """Where a run's output is (None before it has any) and, for a run that ended without
-    success, why: its own words (hpcscale.state.reason), else what the ledger recorded."""
-
-    output: Path | None
-    reason: str | None = None
-
-
-@dataclass(frozen=True)
-class RunLog:
-    """One run's output files (its own first; an array task's SLURM file after it)."""
-
-    campaign: str
-    row: RunRow
-    files: list[Path]
 
 
 @dataclass

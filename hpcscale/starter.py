@@ -14,11 +14,11 @@ from pathlib import Path
 
 import yaml
 
+from hpcscale.formats.atomic import atomic_write
+from hpcscale.model.errors import UsageError
+from hpcscale.model.resources import campaigns_dir
 from hpcscale.model.system import System, load_system
 from hpcscale.model.validation import did_you_mean
-from hpcscale.model.errors import UsageError
-from hpcscale.formats.atomic import atomic_write
-from hpcscale.model.resources import campaigns_dir
 
 STARTER_FILE = "campaign.yaml"
 STARTER_NAME = "first_study"

@@ -8,12 +8,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from hpcscale.state.paths import campaign_dir
-from hpcscale.render.render import render_all
 from hpcscale.formats.run_record import campaign_version_of
+from hpcscale.render.render import render_all
 from hpcscale.results import Planned, RenderedCampaign
 from hpcscale.state.claim import check_claim, claim
 from hpcscale.state.ledger import LEDGER_NAME, Ledger
+from hpcscale.state.paths import campaign_dir
 
 PathLike = str | Path
 

@@ -23,7 +23,7 @@ from typing import Any, Optional
 import numpy as np
 import tensorflow as tf
 
-from hpcscale.formats.job_cli import DEFAULT_CROSS_DEVICE_OPS
+from hpcscale.model.job_cli import DEFAULT_CROSS_DEVICE_OPS
 from jobs.compat import KERAS3, build_optimizer, optimizer_variables, tf_variables
 from jobs.config import JobConfig, JobUsageError, gpu_only_message, lr_scale, ref_batch_of
 from jobs.gpus import gpu_for_local_rank, gpus_for_replicas

@@ -4,7 +4,7 @@ type, range, default, help) and rules, defined once.
 jobs/train.py builds its parser from it; hpcscale loads this file by its path (standard library
 only, no TensorFlow, no other `jobs` module) to check a campaign's `model:` and `args:` before
 anything is queued, and `hpcscale models` lists it. The flags hpcscale itself sets (--model,
---batch-per-rank, --epochs, --seed, ...) are hpcscale.formats.job_cli's, not declared here.
+--batch-per-rank, --epochs, --seed, ...) are hpcscale.model.job_cli's, not declared here.
 
 Adding a model: a module in jobs/models/ with `build(cfg, ctx)` and `DEFAULT_LR`, and one
 `Model(...)` line below. Adding an argument: one `Arg(...)` line below, and its use in the job.

@@ -19,7 +19,7 @@ if REPO.name == "_data" and importlib.util.find_spec("hpcscale") is None:
     # installed jobs/ run by an interpreter without hpcscale: the hpcscale they came with
     sys.path.append(str(REPO.parents[1]))
 
-from hpcscale.formats.job_cli import JOB_FLAGS  # noqa: E402
+from hpcscale.model.job_cli import JOB_FLAGS  # noqa: E402
 from jobs.config import (  # noqa: E402
     JobConfig,
     JobUsageError,
@@ -91,7 +91,7 @@ class OneLineParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
-# Parser groups in --help order: the flags hpcscale sets (hpcscale.formats.job_cli, shared with
+# Parser groups in --help order: the flags hpcscale sets (hpcscale.model.job_cli, shared with
 # the renderer) by name; the job's own arguments (jobs/manifest.py, shared with `hpcscale
 # validate` and `hpcscale models`) join the group they declare.
 GROUPS: dict[str, tuple[str, ...]] = {

@@ -40,13 +40,13 @@ from hpcscale.analysis.targets import (
     campaign_targets,
     fold_targets,
     loss_series,
-    parse_target,
     plateau_index,
     targets,
     time_to_plateau,
     time_to_target,
 )
 from hpcscale.model.campaign import Reference
+from hpcscale.model.targets import parse_target
 
 CELEBA = 202_599  # seed 001: "ThrPut = 202599 / one-epoch time"
 

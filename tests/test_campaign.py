@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from hpcscale.api import plan_campaign
+from hpcscale.model.errors import InputError
 from hpcscale.model.scaling import (
     ScalingError,
     batches,
@@ -15,7 +16,6 @@ from hpcscale.model.scaling import (
     fusion_threshold_bytes,
     parse_layout,
 )
-from hpcscale.model.errors import InputError
 
 from .conftest import CAMPAIGNS
 

@@ -27,8 +27,8 @@ from hpcscale.analysis.derive import derive
 from hpcscale.analysis.references import check_references
 from hpcscale.analysis.targets import campaign_targets
 from hpcscale.collect.collector import frame_of
-from hpcscale.model.vocab import CELL_FIELDS, cell_keys
 from hpcscale.formats.exit_record import write_exit_record
+from hpcscale.model.vocab import CELL_FIELDS, cell_keys
 from hpcscale.report.labels import group_labels
 from tests.conftest import CAMPAIGNS, hpcscale
 

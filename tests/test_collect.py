@@ -35,9 +35,9 @@ from hpcscale.collect.collector import (
 )
 from hpcscale.collect.split import load_steps
 from hpcscale.collect.timeline import parse_timeline
-from hpcscale.model.run import Run
 from hpcscale.formats.exit_record import write_exit_record
 from hpcscale.formats.run_record import encode_run_record
+from hpcscale.model.run import Run
 from tests.conftest import hpcscale
 from tests.timeline_fixture import RealRuns, real_runs_fixture  # noqa: F401  (fixture)
 

@@ -14,8 +14,8 @@ import pytest
 
 from hpcscale.analysis.derive import derive
 from hpcscale.collect.collector import collect_campaign, load_results
-from hpcscale.state.paths import campaign_dir
 from hpcscale.report.sections import campaign_report
+from hpcscale.state.paths import campaign_dir
 from tests.command_fixture import campaign, run_all
 from tests.conftest import hpcscale
 

@@ -27,12 +27,12 @@ from hpcscale.analysis.derive import derive
 from hpcscale.analysis.quality import Check, busy_check, overlap_check, quality_flags
 from hpcscale.backends.base import BackendOptions
 from hpcscale.backends.slurm.backend import SlurmOptions, profile_throttle, with_throttle
-from hpcscale.model.campaign import load_campaign
-from hpcscale.render.render import Rendered
-from hpcscale.model.system import load_system
 from hpcscale.devcluster.status import ClusterInfo
-from hpcscale.model.errors import InputError
 from hpcscale.formats.metrics import load_metrics
+from hpcscale.model.campaign import load_campaign
+from hpcscale.model.errors import InputError
+from hpcscale.model.system import load_system
+from hpcscale.render.render import Rendered
 from tests.quickstart_fixture import run_dir_of
 from tests.slurm_fixture import wait_idle
 

@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 
 from hpcscale import api
-from hpcscale.analysis.targets import PLACEHOLDER_MARK
 from hpcscale.model import datapaths
 from hpcscale.model.campaign import load_campaign
 from hpcscale.model.errors import InputError
+from hpcscale.model.targets import PLACEHOLDER_MARK
 from hpcscale.report.data import campaign_source
 from hpcscale.report.sections import campaign_report
 from tests.test_report import sections_of

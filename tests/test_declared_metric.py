@@ -18,9 +18,9 @@ import pytest
 from hpcscale.analysis.derive import derive
 from hpcscale.analysis.quality import quality_flags
 from hpcscale.collect.collector import collect_campaign
-from hpcscale.state.paths import campaign_dir
 from hpcscale.report.model import CampaignReport
 from hpcscale.report.sections import campaign_report
+from hpcscale.state.paths import campaign_dir
 from tests.command_fixture import campaign, run_all
 
 # Rank 0 prints a rate of 100·√N·lr and an epoch time of 1/(N·lr) + 0.001·repeat at N ranks

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from hpcscale.collect.collector import load_results
-from hpcscale.collect.readers.extract import Extractor, extract
+from hpcscale.collect.readers.extract import extract
+from hpcscale.model.extractors import Extractor
 from tests.command_fixture import campaign, run_all
 from tests.conftest import hpcscale
 

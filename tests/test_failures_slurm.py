@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hpcscale.model.system import SHIPPED_DIR
 from hpcscale.devcluster.status import ClusterInfo
+from hpcscale.model.system import SHIPPED_DIR
 
 from .conftest import hpcscale
 

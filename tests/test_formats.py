@@ -16,11 +16,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from hpcscale.model.run import Run
-from hpcscale.model.vocab import TABLE_RUN_FIELDS
-from hpcscale.model.errors import InputError
 from hpcscale.formats.atomic import atomic_copy, atomic_write
-from hpcscale.formats.job_cli import JOB_FLAGS
 from hpcscale.formats.run_record import (
     SCHEMA_VERSION,
     RunRecord,
@@ -29,6 +25,10 @@ from hpcscale.formats.run_record import (
     load_run_record,
 )
 from hpcscale.formats.steps import StepsFile, decode_steps, encode_steps, load_steps_file
+from hpcscale.model.errors import InputError
+from hpcscale.model.job_cli import JOB_FLAGS
+from hpcscale.model.run import Run
+from hpcscale.model.vocab import TABLE_RUN_FIELDS
 from jobs.steps import StepLog
 from jobs.train import build_parser
 
@@ -343,7 +343,7 @@ def test_formats_and_the_jobs_cli_import_without_heavy_packages() -> None:
     the job's parser builds without TensorFlow (a bad flag fails in milliseconds)."""
     code = (
         "import sys\n"
-        "import hpcscale.formats.atomic, hpcscale.formats.job_cli, hpcscale.formats.metrics\n"
+        "import hpcscale.formats.atomic, hpcscale.model.job_cli, hpcscale.formats.metrics\n"
         "import hpcscale.formats.run_record, hpcscale.formats.steps\n"
         "import jobs.steps, jobs.train\n"
         "jobs.train.build_parser()\n"

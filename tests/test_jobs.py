@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
-from hpcscale.model.errors import InputError
 from hpcscale.formats.metrics import SCHEMA_VERSION, Metrics, load_metrics
+from hpcscale.model.errors import InputError
 from jobs.config import (
     gan_image_size_problem,
     percentile,
@@ -355,8 +355,8 @@ def test_gan_image_sizes() -> None:
 
 def test_parser_is_built_from_the_manifest() -> None:
     """The job's own arguments come from jobs/manifest.py (what `hpcscale validate` and
-    `hpcscale models` read), the flags hpcscale sets from hpcscale.formats.job_cli."""
-    from hpcscale.formats.job_cli import JOB_FLAGS
+    `hpcscale models` read), the flags hpcscale sets from hpcscale.model.job_cli."""
+    from hpcscale.model.job_cli import JOB_FLAGS
     from jobs.manifest import ARGS
     from jobs.train import build_parser
 

@@ -25,7 +25,8 @@ from hpcscale.analysis.extrapolate import comm_cost, extrapolate, refusals
 from hpcscale.analysis.intervals import median_interval, ratio_interval
 from hpcscale.analysis.models import fit_amdahl, fit_gustafson, fit_problem
 from hpcscale.analysis.noise import overlaps, verdict
-from hpcscale.analysis.targets import campaign_targets, parse_target
+from hpcscale.analysis.targets import campaign_targets
+from hpcscale.model.targets import parse_target
 from hpcscale.report.sections.noise import NO_INTERVAL, comparisons
 from tests.conftest import REPO, hpcscale
 from tests.quickstart_fixture import run_dir_of

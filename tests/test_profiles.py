@@ -10,9 +10,9 @@ import pytest
 import yaml
 
 from hpcscale import api
-from hpcscale.model.system import SHIPPED_DIR, python_of
-from hpcscale.model.errors import InputError
 from hpcscale.launchers import REGISTRY, Launcher, LaunchRequest, get
+from hpcscale.model.errors import InputError
+from hpcscale.model.system import SHIPPED_DIR, python_of
 
 from .conftest import CAMPAIGNS, hpcscale
 

@@ -112,17 +112,21 @@ def test_the_closure_is_jobs_and_the_formats_layer() -> None:
     """jobs/ import from hpcscale only the formats layer (and what it needs), as the design
     says; measured once with `python -X importtime jobs/train.py` on a real DCGAN run, which
     loaded hpcscale, .core, .core.vocab, .errors and .formats{,._messages,.atomic,.job_cli,
-    .metrics,.steps}: all must be in the closure. A job importing pandas' or pydantic's side of
-    hpcscale would put the whole core on the site's Python."""
+    .metrics,.steps} (since moved: .model, .model.vocab, .model.errors, .model.job_cli): all
+    must be in the closure. A job importing pandas' or pydantic's side of hpcscale would put
+    the whole core on the site's Python."""
     closure = job_closure()
     core = {n for n in closure if n.startswith("hpcscale")}
     measured = {
-        "hpcscale", "hpcscale.core", "hpcscale.model.vocab", "hpcscale.model.errors",
+        "hpcscale", "hpcscale.model", "hpcscale.model.vocab", "hpcscale.model.errors",
         "hpcscale.formats", "hpcscale.formats._messages", "hpcscale.formats.atomic",
-        "hpcscale.formats.job_cli", "hpcscale.formats.metrics", "hpcscale.formats.steps",
+        "hpcscale.model.job_cli", "hpcscale.formats.metrics", "hpcscale.formats.steps",
     }  # fmt: skip
     assert measured <= core
-    allowed = {"hpcscale", "hpcscale.core", "hpcscale.model.vocab", "hpcscale.model.errors"}
+    allowed = {
+        "hpcscale", "hpcscale.model", "hpcscale.model.vocab", "hpcscale.model.errors",
+        "hpcscale.model.job_cli",
+    }  # fmt: skip
     assert {n for n in core if not n.startswith("hpcscale.formats")} <= allowed
     assert {"jobs.train", "jobs.harness", "jobs.distribute", "jobs.config"} <= set(closure)
 
@@ -133,7 +137,7 @@ def test_ruff_lints_the_closure_as_python39() -> None:
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["ruff"]
     globs = [g for g, v in config["per-file-target-version"].items() if v == "py39"]
     files = [str(p.relative_to(ROOT)) for p in job_closure().values()]
-    package_inits = {"hpcscale/__init__.py", "hpcscale/core/__init__.py"}  # no annotations
+    package_inits = {"hpcscale/__init__.py", "hpcscale/model/__init__.py"}  # no annotations
     assert [
         f for f in files if f not in package_inits and not any(fnmatch(f, g) for g in globs)
     ] == []

@@ -14,9 +14,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hpcscale.collect.readers.extract import Extractor, extract, pattern_error
+from hpcscale.collect.readers.extract import extract
 from hpcscale.collect.readers.mllog import read_mllog
-from hpcscale.collect.readers.presets import HOROVOD_SYNTHETIC
+from hpcscale.model.extractors import Extractor, pattern_error
+from hpcscale.model.presets import HOROVOD_SYNTHETIC
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 
 import hpcscale.render.render as render_mod
 from hpcscale.api import plan_campaign, render_campaign
-from hpcscale.model.system import SHIPPED_DIR
 from hpcscale.model.errors import InputError, UsageError
+from hpcscale.model.system import SHIPPED_DIR
 
 from .conftest import CAMPAIGNS, hpcscale
 

@@ -24,8 +24,9 @@ from matplotlib.transforms import Bbox
 from hpcscale.analysis import tables
 from hpcscale.analysis.references import check_references
 from hpcscale.analysis.tables import fusion_grid
-from hpcscale.analysis.targets import campaign_targets, parse_target
+from hpcscale.analysis.targets import campaign_targets
 from hpcscale.model.campaign import Reference
+from hpcscale.model.targets import parse_target
 from hpcscale.report import figures
 from hpcscale.report.build import write
 from hpcscale.report.figures import png_bytes

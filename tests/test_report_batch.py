@@ -22,7 +22,7 @@ from hpcscale.analysis.batch import batch_speedups, iteration_rows
 from hpcscale.analysis.derive import derive
 from hpcscale.analysis.params import param_table
 from hpcscale.analysis.quality import input_bound_check, quality_flags
-from hpcscale.analysis.targets import parse_target
+from hpcscale.model.targets import parse_target
 from hpcscale.report import fmt
 from hpcscale.report.sections import campaign_report
 from hpcscale.report.sections.scaling import KARP_FLATT, KARP_FLATT_TEXT

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 import hpcscale.api as hs
-from hpcscale.analysis.targets import parse_target
 from hpcscale.model.run import Run
+from hpcscale.model.targets import parse_target
 
 from .conftest import CAMPAIGNS, hpcscale
 

@@ -33,13 +33,13 @@ from hpcscale.backends.slurm import arrays as slurm_arrays
 from hpcscale.backends.slurm import limits as slurm_limits
 from hpcscale.backends.slurm import submit as slurm_submit
 from hpcscale.backends.slurm.backend import SlurmOptions
-from hpcscale.state.paths import campaign_dir
-from hpcscale.model.system import SHIPPED_DIR
 from hpcscale.devcluster import procs
 from hpcscale.devcluster.cluster import LocalCluster
 from hpcscale.devcluster.spec import first_free_port_base
 from hpcscale.devcluster.status import ClusterInfo
+from hpcscale.model.system import SHIPPED_DIR
 from hpcscale.state.ledger import TERMINAL, Ledger
+from hpcscale.state.paths import campaign_dir
 from tests.slurm_fixture import (
     TEST_PORT_BASES,
     skip_unless_available,

@@ -16,10 +16,10 @@ import pytest
 
 import hpcscale.api as hs
 from hpcscale.backends.base import QuietReporter
-from hpcscale.render.render import Rendered, keep_version
-from hpcscale.model.run import Run
 from hpcscale.formats.metrics import encode_metrics, metrics_from_dict
 from hpcscale.formats.run_record import campaign_version_of, load_run_record
+from hpcscale.model.run import Run
+from hpcscale.render.render import Rendered, keep_version
 from hpcscale.state.ledger import Ledger
 from hpcscale.state.states import RunState
 

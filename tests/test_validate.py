@@ -16,9 +16,9 @@ import pytest
 
 from hpcscale import api
 from hpcscale.api import plan_campaign
-from hpcscale.model.vocab import RUN_TERMS
 from hpcscale.model.errors import InputError, UsageError
-from hpcscale.formats.job_cli import JOB_FLAGS
+from hpcscale.model.job_cli import JOB_FLAGS
+from hpcscale.model.vocab import RUN_TERMS
 
 from .conftest import CAMPAIGNS, hpcscale
 
@@ -183,8 +183,8 @@ def test_where_sees_run_fields_not_arguments_of_the_same_name() -> None:
 
 def test_repeats_still_differ_by_seed(tmp_path: Path) -> None:
     """`seed` is refused as an argument; each repeat runs with its own seed."""
-    from hpcscale.render.job_command import program_argv
     from hpcscale.model.system import load_system
+    from hpcscale.render.job_command import program_argv
 
     _, plan = plan_campaign(write(tmp_path, BASE + "repeats: 3\n"))
     system = load_system("owens")
@@ -314,7 +314,7 @@ def test_submit_with_a_backend_that_does_not_fit_exits_2(workdir: Path) -> None:
 
 def test_workload_arguments_are_read_without_tensorflow_or_the_jobs_package() -> None:
     code = (
-        "import sys, json; from hpcscale.core import workloads; "
+        "import sys, json; from hpcscale.model import workloads; "
         "names = [m.name for m in workloads.models()]; "
         "print(json.dumps([names, sorted(m for m in sys.modules "
         "if m.split('.')[0] in ('jobs', 'tensorflow', 'horovod', 'keras'))]))"

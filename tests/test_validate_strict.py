@@ -118,7 +118,7 @@ def test_setup_lines_spanning_a_block_pass(tmp_path: Path) -> None:
     )
     proc = hpcscale("validate", str(path))
     assert proc.returncode == 0, proc.stderr
-    from hpcscale.core import strict  # imported here: a module old code lacks fails here
+    from hpcscale.model import strict  # imported here: a module old code lacks fails here
 
     assert strict.setup_problem(["if true; then", "echo 'x'", "fi"]) is None
     assert strict.setup_problem(["if true; then", "echo x"]) is not None

@@ -16,7 +16,8 @@ import pandas as pd
 
 from hpcscale.analysis.frame import FrameError, normalise
 from hpcscale.analysis.sweeps import batch_sweep, scaled_groups
-from hpcscale.analysis.targets import TargetSpec, campaign_targets
+from hpcscale.analysis.targets import campaign_targets
+from hpcscale.model.targets import TargetSpec
 from hpcscale.model.vocab import cell_keys
 
 BATCH_COLUMNS: tuple[str, ...] = ("batch_per_rank", "global_batch")

@@ -23,8 +23,8 @@ from hpcscale.analysis.frame import check_axis, normalise
 from hpcscale.analysis.intervals import interval
 from hpcscale.analysis.noise import verdict
 from hpcscale.analysis.quality import Flag, cell_flags, quality_flags
-from hpcscale.model.vocab import CELL_FIELDS, KNOBS, arg_columns, cell_keys
 from hpcscale.model.errors import UsageError
+from hpcscale.model.vocab import CELL_FIELDS, KNOBS, arg_columns, cell_keys
 
 # Metrics compared, and whether a higher value is better (throughput, speedup and efficiency
 # are; epoch time is better lower).

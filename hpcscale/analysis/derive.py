@@ -15,22 +15,6 @@ from hpcscale.analysis.overlap import with_overlap
 from hpcscale.analysis.resolution import cell_resolution, efficiency_tolerance
 from hpcscale.analysis.scaling import add_scaling_metrics, with_throughput
 
-DERIVED_METRICS: tuple[str, ...] = (
-    "epoch_time_s",
-    "images_per_s",
-    "fit_time_s",
-    "speedup",
-    "efficiency",
-    "overhead",
-    "overhead_pct",
-    "karp_flatt",
-    "compute_s",
-    "only_comm_s",
-    "only_compute_pct",
-    "overlap_pct",
-    "only_comm_pct",
-)
-
 
 def derive(
     df: pd.DataFrame, axis: str | None = None, planned: pd.DataFrame | None = None

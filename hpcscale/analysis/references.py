@@ -26,9 +26,9 @@ import pandas as pd
 from pydantic import ValidationError
 
 from hpcscale.model.campaign import Reference
+from hpcscale.model.errors import UsageError
 from hpcscale.model.units import METRIC_UNITS, unit_problem
 from hpcscale.model.vocab import arg_columns
-from hpcscale.model.errors import UsageError
 
 ITEM_KEYS = frozenset(Reference.model_fields)
 # Metrics relative to the group's baseline cell: none without it.

@@ -16,27 +16,21 @@ theirs falls as the model improves (the discriminator's may fall while the gener
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from hpcscale.analysis.baseline import aggregate_repeats, shared_keys
 from hpcscale.analysis.frame import FrameError, normalise
+from hpcscale.model.targets import Goal, TargetSpec
 from hpcscale.model.vocab import cell_keys
 
-Goal = Literal["min", "max"]
 ACCURACY_COLUMNS: tuple[str, ...] = ("val_accuracy", "train_accuracy")
 # Workload kind (model_family) -> its default target: 'plateau' of val_accuracy, or None.
 DEFAULT_TARGETS: dict[str, str | None] = {"cnn": "val_accuracy plateau", "gan": None}
-TARGET_SYNTAX = re.compile(
-    r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*(<=|>=)\s*([-+]?[0-9.]+(?:[eE][-+]?[0-9]+)?)\s*$"
-)
-TARGET_HELP = "METRIC<=VALUE (a loss) or METRIC>=VALUE (an accuracy), e.g. 'g_loss<=1.2'"
-PLACEHOLDER_MARK = "[placeholder]"  # beside a target the campaign marks `placeholder: true`
 PLATEAU_WINDOW = 3
 PLATEAU_TOL = 0.01
 TARGET_COLUMNS: tuple[str, ...] = (
@@ -45,40 +39,6 @@ TARGET_COLUMNS: tuple[str, ...] = (
     "plateau_epoch",
     "time_to_plateau_s",
 )
-
-
-@dataclass(frozen=True)
-class TargetSpec:
-    """One training target and where it was set (printed with the results)."""
-
-    metric: str
-    op: Literal["<=", ">="]
-    value: float
-    source: str = ""
-    placeholder: bool = False  # a stand-in value (the campaign's `placeholder: true`)
-
-    @property
-    def goal(self) -> Goal:
-        return "min" if self.op == "<=" else "max"
-
-    @property
-    def text(self) -> str:
-        """How every table, figure and caption names the target: a placeholder says so."""
-        mark = f" {PLACEHOLDER_MARK}" if self.placeholder else ""
-        return f"{self.metric} {self.op} {self.value:g}{mark}"
-
-
-def parse_target(text: str, source: str = "", placeholder: bool = False) -> TargetSpec:
-    """'g_loss<=1.2' -> TargetSpec; ValueError naming the syntax otherwise."""
-    m = TARGET_SYNTAX.match(str(text))
-    if not m:
-        raise ValueError(f"target {text!r} is not {TARGET_HELP}")
-    try:
-        value = float(m.group(3))
-    except ValueError:
-        raise ValueError(f"target {text!r}: {m.group(3)!r} is not a number") from None
-    op: Literal["<=", ">="] = "<=" if m.group(2) == "<=" else ">="
-    return TargetSpec(m.group(1), op, value, source, placeholder)
 
 
 @dataclass(frozen=True)

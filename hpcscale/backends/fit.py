@@ -12,8 +12,8 @@ from __future__ import annotations
 import shutil
 
 from hpcscale.backends import FOR_SCHEDULER, REGISTRY
-from hpcscale.model.system import System
 from hpcscale.model.errors import UsageError
+from hpcscale.model.system import System
 
 # backend -> the system schedulers whose scripts it runs (None: any)
 SERVES: dict[str, frozenset[str] | None] = {

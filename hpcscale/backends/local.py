@@ -24,14 +24,14 @@ from hpcscale.backends.base import (
     Submission,
 )
 from hpcscale.backends.repeats import SameFailures
-from hpcscale.render.render import Rendered
-from hpcscale.render.shell import quote
 from hpcscale.formats.outputs import LOCAL_OUT
+from hpcscale.render.render import Rendered
 from hpcscale.state.ledger import Ledger, RunRow, pid_alive
 from hpcscale.state.lock import campaign_lock
 from hpcscale.state.reason import explain
 from hpcscale.state.states import RunState
 from hpcscale.util.logtail import tail as log_tail
+from hpcscale.util.shell import quote
 
 LOG_NAME = LOCAL_OUT
 PGID_NAME = ".pgid"

@@ -5,15 +5,34 @@ runs' output goes (`Backend.outputs`); the reason is read by hpcscale.state.reas
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from hpcscale.backends import REGISTRY, backend_class
 from hpcscale.backends.base import Backend
-from hpcscale.results import RunLog, RunOutput
 from hpcscale.state.ledger import Ledger, RunRow
 from hpcscale.state.reason import explain, read_outputs
 from hpcscale.state.select import find_run
 from hpcscale.state.states import RunState
+
+
+@dataclass(frozen=True)
+class RunOutput:
+    """Where a run's output is (None before it has any) and, for a run that ended without
+    success, why: its own words (hpcscale.state.reason), else what the ledger recorded."""
+
+    output: Path | None
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
+class RunLog:
+    """One run's output files (its own first; an array task's SLURM file after it)."""
+
+    campaign: str
+    row: RunRow
+    files: list[Path]
+
 
 # states in which a run has printed nothing yet
 NOT_STARTED = frozenset({RunState.RENDERED, RunState.SUBMITTED, RunState.PENDING})

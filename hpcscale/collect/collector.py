@@ -47,10 +47,10 @@ from hpcscale.collect.table import (  # noqa: F401  (the table's names, re-expor
     unwritable,
     write_table,
 )
-from hpcscale.model.errors import UsageError
 from hpcscale.formats.atomic import atomic_write
 from hpcscale.formats.exit_record import EXIT_NAME
 from hpcscale.formats.outputs import LOCAL_OUT, SLURM_OUT_GLOB
+from hpcscale.model.errors import UsageError
 from hpcscale.state.run_state import KnownState, run_states
 from hpcscale.state.stale import stale_runs
 from hpcscale.state.states import RunState

@@ -20,11 +20,11 @@ from hpcscale.collect.timeline import (
     TimelineSummary,
     parse_timeline,
 )
-from hpcscale.model.vocab import args_as_columns
-from hpcscale.model.errors import HpcscaleError
 from hpcscale.formats.exit_record import read_exit_record
 from hpcscale.formats.metrics import Metrics, load_metrics
 from hpcscale.formats.run_record import RunRecord, load_run_record
+from hpcscale.model.errors import HpcscaleError
+from hpcscale.model.vocab import args_as_columns
 
 TIMELINE_EXTRA = ("span_s", "timeline_events", "straggler_rank")
 # A timeline that is cut or ends before the last timed step: its per-epoch figures describe

@@ -37,8 +37,8 @@ from pathlib import Path
 import numpy as np
 
 from hpcscale.collect import intervals as iv
-from hpcscale.model.errors import InputError
 from hpcscale.formats.steps import load_steps_file
+from hpcscale.model.errors import InputError
 
 TRUNCATION_US = 2
 

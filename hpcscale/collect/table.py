@@ -26,9 +26,9 @@ from hpcscale.analysis import (
     TIMELINE_COLUMNS,
 )
 from hpcscale.collect.run_row import TIMELINE_EXTRA
-from hpcscale.model.vocab import CONTENTION_COLUMNS, QUALITY_COLUMNS, arg_columns
-from hpcscale.model.errors import UsageError
 from hpcscale.formats.atomic import atomic_write
+from hpcscale.model.errors import UsageError
+from hpcscale.model.vocab import CONTENTION_COLUMNS, QUALITY_COLUMNS, arg_columns
 
 RESULTS_PARQUET = "results.parquet"
 RESULTS_CSV = "results.csv"

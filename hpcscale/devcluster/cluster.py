@@ -24,8 +24,8 @@ from hpcscale.devcluster.preflight import check_ports, check_programs, check_sta
 from hpcscale.devcluster.prepare import prepare_files
 from hpcscale.devcluster.spec import ClusterSpec, default_state_dir
 from hpcscale.devcluster.status import ClusterInfo, DaemonStatus, read_nodes
-from hpcscale.model.errors import BackendError, HpcscaleError, UsageError
 from hpcscale.formats.atomic import atomic_write
+from hpcscale.model.errors import BackendError, HpcscaleError, UsageError
 from hpcscale.state.lock import campaign_lock as dir_lock
 
 STOP_TIMEOUT_S = 15.0

@@ -13,8 +13,8 @@ from hpcscale.devcluster.daemons import MARIADB_TUNING, Progress
 from hpcscale.devcluster.layout import Layout
 from hpcscale.devcluster.logs import excerpt
 from hpcscale.devcluster.spec import ClusterSpec
-from hpcscale.model.errors import BackendError
 from hpcscale.formats.atomic import atomic_write
+from hpcscale.model.errors import BackendError
 
 
 def prepare_files(lay: Layout, spec: ClusterSpec, exe: dict[str, str], say: Progress) -> None:

@@ -8,10 +8,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hpcscale.render.shell import quote
 from hpcscale.devcluster.client import slurm
 from hpcscale.devcluster.layout import Layout
 from hpcscale.devcluster.spec import JOB_MPI_ENV, default_state_dir
+from hpcscale.util.shell import quote
 
 
 @dataclass

@@ -12,9 +12,9 @@ from typing import Any, Literal, Optional, Union
 
 import msgspec
 
-from hpcscale.model.vocab import Device, Strategy
-from hpcscale.model.errors import InputError
 from hpcscale.formats._messages import key_of, read_bytes
+from hpcscale.model.errors import InputError
+from hpcscale.model.vocab import Device, Strategy
 
 SCHEMA_VERSION: int = 1
 

@@ -20,9 +20,9 @@ from typing import Any, Optional, Union
 
 import msgspec
 
-from hpcscale.model.vocab import CrossDeviceOps, Device, Scaling, Strategy
-from hpcscale.model.errors import InputError
 from hpcscale.formats._messages import key_of, read_bytes
+from hpcscale.model.errors import InputError
+from hpcscale.model.vocab import CrossDeviceOps, Device, Scaling, Strategy
 
 SCHEMA_VERSION = 1
 VERSIONS_DIR = "versions"  # in the campaign directory: every version of the campaign file

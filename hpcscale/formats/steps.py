@@ -28,8 +28,8 @@ from typing import Optional, Union
 
 import msgspec
 
-from hpcscale.model.errors import InputError
 from hpcscale.formats._messages import read_bytes
+from hpcscale.model.errors import InputError
 
 FORMAT = "hpcscale.steps"
 VERSION = 1

@@ -3,8 +3,8 @@ PATH, so a venv need not be activated. Knobs go as its own flags (fusion in MB h
 
 from __future__ import annotations
 
-from hpcscale.render.shell import Raw
 from hpcscale.launchers.base import Launcher, LaunchRequest
+from hpcscale.util.shell import Raw
 
 
 class Horovodrun(Launcher):

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from hpcscale.render.shell import Raw
 from hpcscale.launchers.base import Launcher, LaunchRequest
+from hpcscale.util.shell import Raw
 
 HOSTFILE = Raw('"$HPCSCALE_HOSTFILE"')
 

@@ -3,9 +3,9 @@ localhost once per rank), environment passed as NAME=value words."""
 
 from __future__ import annotations
 
-from hpcscale.render.shell import Raw
 from hpcscale.launchers.base import Launcher, LaunchRequest
 from hpcscale.launchers.mpirun import HOSTFILE
+from hpcscale.util.shell import Raw
 
 
 class MpirunRsh(Launcher):

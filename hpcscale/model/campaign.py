@@ -18,9 +18,11 @@ from hpcscale.model.command import (
     command_metrics,
     command_units,
 )
-from hpcscale.render.shell import NAME
+from hpcscale.model.metrics import DERIVED_METRICS
+from hpcscale.model.names import NAME
 from hpcscale.model.strict import check_loaded
 from hpcscale.model.system import SetupLine, System, load_system, sbatch_options_safe, sbatch_safe
+from hpcscale.model.targets import parse_target
 from hpcscale.model.units import unit_problem
 from hpcscale.model.validation import did_you_mean, validate
 from hpcscale.model.vocab import (
@@ -148,7 +150,6 @@ class Target(BaseModel):
     @field_validator("target")
     @classmethod
     def _syntax(cls, v: str) -> str:
-        from hpcscale.analysis.targets import parse_target  # pandas: only with targets
 
         parse_target(v)  # ValueError: located by `validate` at targets[i]
         return v
@@ -357,7 +358,6 @@ REFERENCE_KEYS: tuple[str, ...] = (
 def reference_metrics(extra: Iterable[str] = ()) -> frozenset[str]:
     """The metrics a reference can check: what the report derives (speedup, efficiency, ...)
     and every measured metric (`extra`: a command's own), with the `_min`/`_max` of repeats."""
-    from hpcscale.analysis.derive import DERIVED_METRICS  # pandas: only with references
 
     measured = (*METRIC_COLUMNS, *TIMELINE_COLUMNS, *EXACT_COLUMNS, *extra)
     spreads = (f"{m}_{s}" for m in measured for s in ("min", "max"))

@@ -16,8 +16,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from hpcscale.collect.readers.extract import ALL_RANKS, OUTPUT, Extractor, pattern_error
-from hpcscale.collect.readers.presets import MLLOG, PRESET_NAMES, PRESET_THROUGHPUT, PRESETS
+from hpcscale.model.extractors import ALL_RANKS, OUTPUT, Extractor, pattern_error
+from hpcscale.model.presets import MLLOG, PRESET_NAMES, PRESET_THROUGHPUT, PRESETS
 from hpcscale.model.validation import did_you_mean, validate
 from hpcscale.model.yamlsrc import KeyPath, Source
 

@@ -23,11 +23,11 @@ from pathlib import Path
 from typing import Literal
 
 from hpcscale.model.campaign import Campaign, LoadedCampaign
+from hpcscale.model.errors import InputError
 from hpcscale.model.run import Run
 from hpcscale.model.strict import placeholder_of
 from hpcscale.model.vocab import ARGS_PREFIX
 from hpcscale.model.yamlsrc import KeyPath
-from hpcscale.model.errors import InputError
 
 Kind = Literal["dir", "file"]
 # The workload arguments that name something the job reads, and what it opens there

@@ -12,13 +12,13 @@ from pydantic import ValidationError
 from hpcscale.model import workloads
 from hpcscale.model.campaign import AXES, MAX_TIME_LIMIT_MIN, LoadedCampaign
 from hpcscale.model.command import AS_WRITTEN, COMMAND_PROGRAM, label_of, resolve_cwd
+from hpcscale.model.errors import InputError
 from hpcscale.model.run import Run
 from hpcscale.model.scaling import ScalingError, batches, fit_layout
 from hpcscale.model.validation import did_you_mean
 from hpcscale.model.vocab import ARGS_PREFIX
 from hpcscale.model.where import ConditionError, holds
 from hpcscale.model.yamlsrc import KeyPath
-from hpcscale.model.errors import InputError
 
 Assignment = dict[str, Any]
 

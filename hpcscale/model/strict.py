@@ -21,8 +21,8 @@ import subprocess
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from hpcscale.model.yamlsrc import KeyPath, Source
 from hpcscale.model.errors import InputError
+from hpcscale.model.yamlsrc import KeyPath, Source
 
 MAX_ARG_STRLEN = 32 * 4096  # Linux: one argument or environment string, its NUL included
 _SEG_END = r"(?=/|$)"

@@ -23,13 +23,14 @@ from pydantic import (
     model_validator,
 )
 
-from hpcscale.render.shell import ENV_NAME, NAME, SBATCH_SAFE
-from hpcscale.render.templates import template_problem
+from hpcscale.model.errors import InputError
+from hpcscale.model.names import ENV_NAME, NAME, SBATCH_SAFE
+from hpcscale.model.registry import LAUNCHERS
+from hpcscale.model.resources import systems_dir, templates_dir
+from hpcscale.model.template_files import template_problem
 from hpcscale.model.validation import did_you_mean, validate
 from hpcscale.model.vocab import Device
 from hpcscale.model.yamlsrc import Source, load_yaml
-from hpcscale.model.errors import InputError
-from hpcscale.model.resources import systems_dir, templates_dir
 
 if TYPE_CHECKING:
     from hpcscale.model.run import Run
@@ -49,15 +50,15 @@ def _setup_line(line: str) -> str:
 
 # one line of `setup:` (profile or campaign), checked where it stands (setup[i])
 SetupLine = Annotated[str, AfterValidator(_setup_line)]
-TEMPLATES_DIR = templates_dir()  # the shipped templates (hpcscale.model.resources: installed or checkout)
+# the shipped templates (hpcscale.model.resources: installed or checkout)
+TEMPLATES_DIR = templates_dir()
 
 
 def _known_launcher(name: str | None) -> str | None:
-    from hpcscale.launchers import REGISTRY
-
-    if name is not None and name not in REGISTRY:
+    if name is not None and name not in LAUNCHERS:
         raise ValueError(
-            f"unknown launcher {name!r}{did_you_mean(name, REGISTRY)}; known: {', '.join(REGISTRY)}"
+            f"unknown launcher {name!r}{did_you_mean(name, LAUNCHERS)}; "
+            f"known: {', '.join(LAUNCHERS)}"
         )
     return name
 

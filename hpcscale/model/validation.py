@@ -8,8 +8,8 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from hpcscale.model.yamlsrc import KeyPath, Source
 from hpcscale.model.errors import InputError
+from hpcscale.model.yamlsrc import KeyPath, Source
 
 M = TypeVar("M", bound=BaseModel)
 

@@ -5,10 +5,10 @@ The manifest is loaded by its path, standard library only, so a campaign's `mode
 checked by `validate` exactly as the job's parser would check them, without TensorFlow and before
 anything is queued. Which manifest: the one of the jobs directory the runs use, i.e. a system
 profile's `jobs_dir` when it is a directory here (a directory without a manifest declares nothing,
-so its programs' arguments go unchecked), else the bundled jobs/ (hpcscale.model.resources; a `jobs_dir`
-that only exists on the cluster holds a copy of it). Names hpcscale itself sets (its job flags, run
-fields, axes) are always refused as workload arguments: the job would take the campaign's value
-while the plan, run.json and the report showed hpcscale's.
+so its programs' arguments go unchecked), else the bundled jobs/ (hpcscale.model.resources; a
+`jobs_dir` that only exists on the cluster holds a copy of it). Names hpcscale itself sets (its
+job flags, run fields, axes) are always refused as workload arguments: the job would take the
+campaign's value while the plan, run.json and the report showed hpcscale's.
 """
 
 from __future__ import annotations
@@ -22,13 +22,13 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from hpcscale.render.job_command import JOBS_DIR
+from hpcscale.model.errors import UsageError
+from hpcscale.model.job_cli import JOB_FLAGS, flag_of
+from hpcscale.model.resources import jobs_dir as bundled_jobs_dir
 from hpcscale.model.validation import did_you_mean
 from hpcscale.model.vocab import AXIS_TERMS, RUN_TERMS
-from hpcscale.model.errors import UsageError
-from hpcscale.formats.job_cli import JOB_FLAGS, flag_of
 
-MANIFEST = JOBS_DIR / "manifest.py"
+MANIFEST = bundled_jobs_dir() / "manifest.py"
 _MODULE = "hpcscale_workload_manifest"  # not `jobs.manifest`: the jobs package stays unimported
 Declaration = ModuleType | None  # a loaded manifest; None: a jobs directory that declares nothing
 

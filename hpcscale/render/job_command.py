@@ -9,11 +9,11 @@ from pathlib import Path
 
 from hpcscale import rankwrap
 from hpcscale.model.command import AS_WRITTEN, command_words, placeholder_values
+from hpcscale.model.job_cli import job_argv
+from hpcscale.model.resources import jobs_dir
 from hpcscale.model.run import Run
 from hpcscale.model.scaling import fusion_threshold_bytes
 from hpcscale.model.system import System, python_of
-from hpcscale.formats.job_cli import job_argv
-from hpcscale.model.resources import jobs_dir
 
 JOBS_DIR = jobs_dir()  # the bundled programs (hpcscale.model.resources: installed or checkout)
 # Run by its path with -I (no user site, no script directory on sys.path): the job's Python
@@ -27,7 +27,7 @@ def _program_path(jobs_dir: str | None, program: str) -> str:
 
 
 def program_argv(run: Run, system: System, run_dir: str | Path) -> list[object]:
-    """The workload command one rank runs (its flags: hpcscale.formats.job_cli)."""
+    """The workload command one rank runs (its flags: hpcscale.model.job_cli)."""
     return [
         python_of(system),
         _program_path(system.jobs_dir, run.program),

@@ -3,9 +3,9 @@ launcher registry meet, so that neither imports the other's side back."""
 
 from __future__ import annotations
 
+from hpcscale.launchers import LaunchRequest, get
 from hpcscale.model.run import Run
 from hpcscale.model.system import System, python_of
-from hpcscale.launchers import LaunchRequest, get
 
 
 def needs_hostfile(run: Run, system: System) -> bool:

@@ -18,19 +18,21 @@ from typing import Any
 import jinja2
 import msgspec
 
-from hpcscale.util.forks import can_fork
-from hpcscale.util.gcpause import gc_paused
-from hpcscale.render.job_command import command_argv, command_env, horovod_env, program_argv
-from hpcscale.render.launch import launch_argv, needs_hostfile
-from hpcscale.state.paths import campaign_dir
-from hpcscale.model.run import Run
-from hpcscale.render.shell import SBATCH_SAFE, Shell, join, quote
-from hpcscale.model.system import System
-from hpcscale.render.templates import environment, template_problem
-from hpcscale.state.workdirs import remember
-from hpcscale.model.errors import UsageError
 from hpcscale.formats.atomic import atomic_write
 from hpcscale.formats.run_record import VERSIONS_DIR, campaign_version_of, encode_run_record
+from hpcscale.model.errors import UsageError
+from hpcscale.model.names import SBATCH_SAFE
+from hpcscale.model.run import Run
+from hpcscale.model.system import System
+from hpcscale.model.template_files import template_problem
+from hpcscale.render.job_command import command_argv, command_env, horovod_env, program_argv
+from hpcscale.render.launch import launch_argv, needs_hostfile
+from hpcscale.render.templates import environment
+from hpcscale.state.paths import campaign_dir
+from hpcscale.state.workdirs import remember
+from hpcscale.util.forks import can_fork
+from hpcscale.util.gcpause import gc_paused
+from hpcscale.util.shell import Shell, join, quote
 from hpcscale.version import hpcscale_version
 
 Progress = Callable[[int, int], None]  # (runs done, runs in all)
@@ -42,8 +44,8 @@ def _template(system: System) -> jinja2.Template:
     dirs = tuple(map(str, system.template_dirs()))
     try:
         return environment(dirs).get_template(system.template)
-    except jinja2.TemplateError:
-        problem = template_problem(dirs, system.template) or "template cannot be loaded"
+    except jinja2.TemplateError as exc:
+        problem = template_problem(dirs, system.template) or f"template cannot be loaded: {exc}"
         raise UsageError(f"system {system.name!r}: {problem}") from None
 
 

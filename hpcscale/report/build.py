@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from hpcscale.analysis.quality import without_partial_timelines
-from hpcscale.model.errors import HpcscaleError, UsageError
 from hpcscale.formats.atomic import atomic_write
 from hpcscale.formats.run_record import VERSIONS_DIR
+from hpcscale.model.errors import HpcscaleError, UsageError
 from hpcscale.report import html, markdown, provenance
 from hpcscale.report.data import (
     CampaignSource,

@@ -22,9 +22,8 @@ from hpcscale.analysis.intervals import note as interval_note
 from hpcscale.analysis.metric import ScalingMetric
 from hpcscale.analysis.quality import quality_flags, without_partial_timelines
 from hpcscale.analysis.tables import AXIS_LABELS
-from hpcscale.state.paths import workdir as resolve_workdir
-from hpcscale.model.vocab import arg_columns, term
 from hpcscale.model.errors import UsageError
+from hpcscale.model.vocab import arg_columns, term
 from hpcscale.report import metric_labels as labels_of
 from hpcscale.report.build import write
 from hpcscale.report.data import (
@@ -38,6 +37,7 @@ from hpcscale.report.figures.compare import HEADINGS, overlay
 from hpcscale.report.model import CampaignReport, Section, Table, plot_if
 from hpcscale.report.sections.noise import method_text
 from hpcscale.report.sections.quality import NONE_TEXT, quality_section
+from hpcscale.state.paths import workdir as resolve_workdir
 
 DESCRIBED = (*cmp.MATCH_FIELDS, *cmp.WORKLOAD_FIELDS)  # named when they tell campaigns apart
 

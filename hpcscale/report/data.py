@@ -33,8 +33,8 @@ def campaign_source(cdir: Path, yaml_path: Path | None = None) -> CampaignSource
     references are the ones to check), else the resolved copy in the campaign directory.
 
     The system profile is not loaded: a report must not need the cluster's profile to exist."""
-    from hpcscale.analysis.targets import parse_target
     from hpcscale.model.campaign import Campaign
+    from hpcscale.model.targets import parse_target
     from hpcscale.model.validation import validate
     from hpcscale.model.yamlsrc import load_yaml
 
@@ -101,7 +101,7 @@ def report_inputs(
     else every one in the workdir), the report directory, the campaign files the user named
     (their references are the ones to check, not the resolved copy's) and the `--target` goals
     parsed (bad syntax: UsageError)."""
-    from hpcscale.analysis.targets import parse_target
+    from hpcscale.model.targets import parse_target
     from hpcscale.state.paths import select_campaigns
     from hpcscale.state.paths import workdir as resolve_workdir
 

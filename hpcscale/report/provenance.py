@@ -14,8 +14,8 @@ from typing import Any
 import msgspec
 import pandas as pd
 
-from hpcscale.model.errors import HpcscaleError
 from hpcscale.formats.run_record import load_run_record
+from hpcscale.model.errors import HpcscaleError
 
 KNOB_PREFIXES: tuple[str, ...] = (
     "HOROVOD_",

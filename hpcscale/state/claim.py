@@ -9,8 +9,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from hpcscale.model.errors import UsageError
 from hpcscale.formats.atomic import atomic_write
+from hpcscale.model.errors import UsageError
 
 OWNER_FILE = ".campaign-file"  # in the campaign directory: the owning file's absolute path
 

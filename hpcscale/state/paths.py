@@ -38,8 +38,8 @@ def find_campaigns(wd: str | Path | None = None) -> list[Path]:
 def campaign_name_of(path: Path) -> str:
     """The `name:` of a campaign file, without validating the rest (it may name a system
     profile this machine does not have)."""
-    from hpcscale.model.yamlsrc import load_yaml
     from hpcscale.model.errors import InputError
+    from hpcscale.model.yamlsrc import load_yaml
 
     src = load_yaml(path)
     name = src.data.get("name") if isinstance(src.data, dict) else None

@@ -8,9 +8,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from hpcscale.model.where import ConditionError, holds
-from hpcscale.model.errors import HpcscaleError, UsageError
 from hpcscale.formats.run_record import load_run_record
+from hpcscale.model.errors import HpcscaleError, UsageError
+from hpcscale.model.where import ConditionError, holds
 from hpcscale.state.ledger import RunRow
 
 

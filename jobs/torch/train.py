@@ -48,17 +48,17 @@ from torch import nn  # noqa: E402
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks  # noqa: E402
 from torch.nn.parallel import DistributedDataParallel as DDP  # noqa: E402
 
-from hpcscale.model.vocab import STRATEGIES  # noqa: E402
 from hpcscale.formats.atomic import atomic_write  # noqa: E402
-from hpcscale.formats.job_cli import (  # noqa: E402
+from hpcscale.formats.metrics import SCHEMA_VERSION, encode_metrics, metrics_from_dict  # noqa: E402
+from hpcscale.formats.steps import encode_steps  # noqa: E402
+from hpcscale.model.job_cli import (  # noqa: E402
     JOB_FLAGS,
     non_negative,
     non_negative_float,
     positive,
     positive_float,
 )
-from hpcscale.formats.metrics import SCHEMA_VERSION, encode_metrics, metrics_from_dict  # noqa: E402
-from hpcscale.formats.steps import encode_steps  # noqa: E402
+from hpcscale.model.vocab import STRATEGIES  # noqa: E402
 from jobs.config import step_time_summary  # noqa: E402
 from jobs.load import machine_id  # noqa: E402
 from jobs.load import sample as load_sample  # noqa: E402

@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING
 from hpcscale.backends.base import Backend, BackendOptions, Refreshed, Submission
 from hpcscale.backends.slurm import arrays, limits, submit, sync
 from hpcscale.backends.slurm.repair import has_intents
-from hpcscale.model.system import load_system
 from hpcscale.model.errors import InputError
+from hpcscale.model.system import load_system
 
 if TYPE_CHECKING:
     from hpcscale.render.render import Rendered

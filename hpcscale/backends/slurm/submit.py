@@ -25,9 +25,9 @@ from hpcscale.backends.slurm.arrays import (
 from hpcscale.backends.slurm.limits import Limits, Room, read_limits, read_usage, room
 from hpcscale.backends.slurm.repair import repair
 from hpcscale.backends.slurm.sync import CANCEL_REQUESTED
-from hpcscale.render.render import Rendered
-from hpcscale.model.errors import BackendError
 from hpcscale.formats.atomic import atomic_write
+from hpcscale.model.errors import BackendError
+from hpcscale.render.render import Rendered
 from hpcscale.state.ledger import Ledger
 from hpcscale.state.lock import campaign_lock
 from hpcscale.state.states import RunState

@@ -19,18 +19,12 @@ from typing import Any
 import yaml
 
 from hpcscale.analysis.metric import COLUMN_OF_KIND
-from hpcscale.collect.readers.extract import (
-    ALL_RANKS,
-    OUTPUT,
-    Extractor,
-    Unparsed,
-    extract,
-    refused,
-)
+from hpcscale.collect.readers.extract import Unparsed, extract, refused
 from hpcscale.collect.readers.mllog import read_mllog
 from hpcscale.formats.exit_record import read_exit_record
 from hpcscale.formats.outputs import job_output
 from hpcscale.formats.run_record import VERSIONS_DIR, RunRecord
+from hpcscale.model.extractors import ALL_RANKS, OUTPUT, Extractor
 from hpcscale.rankwrap import RANKS_DIR
 from hpcscale.util.logtail import tail
 

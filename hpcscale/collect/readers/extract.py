@@ -18,50 +18,20 @@ last lines.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
-import re2
-
 from hpcscale.collect.readers.reducers import Acc, combine, spread
+from hpcscale.model.extractors import OUTPUT, Extractor, compiled, group_of
 from hpcscale.util.logtail import tail
 
 Reduce = Literal["last", "first", "mean", "median", "min", "max", "sum", "series"]
 REDUCES: tuple[str, ...] = ("last", "first", "mean", "median", "min", "max", "sum", "series")
-OUTPUT = "output"  # the job's captured output (rank 0's, or each rank's: `ranks`)
-ALL_RANKS = "all"
 CHUNK = 16 << 20  # bytes read at a time
 MAX_LINE = 64 << 20  # a line longer than this (no newline in 64 MiB) is read in pieces
 _SKIP = "count"  # what another rank's accumulator does for a rank-0 series: count only
-
-_OPTIONS = re2.Options()
-_OPTIONS.never_nl = True  # a match never crosses a line
-_OPTIONS.log_errors = False
-
-
-@dataclass(frozen=True)
-class Extractor:
-    """One figure: `pattern` has one capture group (or a group named `value`). `ranks`: 0 (rank
-    0's lines) or "all" (each rank reduced, then combined `across` them)."""
-
-    name: str
-    pattern: str
-    source: str = OUTPUT
-    reduce: str = "last"
-    unit: str = ""
-    better: str = "lower"
-    scale: str = "global"
-    required: bool = True
-    ranks: int | str = 0
-    across: str = "sum"
-
-    @property
-    def all_ranks(self) -> bool:
-        return self.ranks == ALL_RANKS
 
 
 @dataclass(frozen=True)
@@ -86,35 +56,6 @@ class Extracted:
     values: dict[str, float | list[float]] = field(default_factory=dict)
     unparsed: list[Unparsed] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
-
-
-@lru_cache(maxsize=256)
-def _compiled(pattern: str) -> Any:
-    """The pattern on RE2, over bytes, `^`/`$` at line ends; re2.error when RE2 refuses it."""
-    return re2.compile(b"(?m)" + pattern.encode("utf-8"), _OPTIONS)
-
-
-def _group(rx: Any) -> int:
-    return int(rx.groupindex.get(b"value", 1))
-
-
-def pattern_error(pattern: str) -> str | None:
-    """Why `pattern` cannot be an extractor (bad syntax, not linear-time, no capture group)."""
-    try:
-        rx = _compiled(pattern)
-    except re2.error as exc:
-        try:
-            re.compile(pattern)
-        except re.error as py_exc:
-            return f"not a regular expression: {py_exc}"
-        why = exc.args[0].decode() if exc.args and isinstance(exc.args[0], bytes) else exc
-        return (
-            f"RE2 cannot run it ({why}): extractors run in time linear in the output, so "
-            "backreferences and lookaround are refused; rewrite it without them"
-        )
-    if b"value" not in rx.groupindex and rx.groups != 1:
-        return f"needs one capture group (or one named 'value'), has {rx.groups}"
-    return None
 
 
 def _scan(buf: bytes, plan: list[tuple[Acc, Any, int]], start: int, end: int) -> None:
@@ -147,8 +88,8 @@ def scan_file(path: Path, extractors: Sequence[Extractor], reduces: Sequence[str
     accs = [Acc(r) for r in reduces]
     plan = []
     for acc, ex in zip(accs, extractors, strict=True):
-        rx = _compiled(ex.pattern)
-        plan.append((acc, rx.search, _group(rx)))
+        rx = compiled(ex.pattern)
+        plan.append((acc, rx.search, group_of(rx)))
     with open(path, "rb") as fh:
         carry = b""  # the start of a line the previous block cut
         while block := _lines(fh.read(CHUNK)):

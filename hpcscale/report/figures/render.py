@@ -37,8 +37,8 @@ from matplotlib.cbook import CallbackRegistry
 from matplotlib.figure import Figure
 from matplotlib.transforms import TransformNode
 
-from hpcscale.util.forks import can_fork
 from hpcscale.report.figures.style import DPI
+from hpcscale.util.forks import can_fork
 
 KEY = "hpcscale figure"  # the PNG text chunk that holds the digest
 DIGEST_VERSION = "1"  # bump when what a digest covers changes

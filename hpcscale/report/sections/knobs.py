@@ -14,7 +14,7 @@ from hpcscale.analysis.curves import run_series
 from hpcscale.analysis.frame import normalise
 from hpcscale.analysis.metric import command_rows
 from hpcscale.analysis.overlap import WAITS_SUMMED
-from hpcscale.analysis.targets import TargetSpec
+from hpcscale.model.targets import TargetSpec
 from hpcscale.report import figures
 from hpcscale.report.figures.batch import sweep_labels
 from hpcscale.report.labels import with_setting

@@ -9,12 +9,8 @@ from collections.abc import Sequence
 import pandas as pd
 
 from hpcscale.analysis import tables
-from hpcscale.analysis.targets import (
-    PLATEAU_TOL,
-    PLATEAU_WINDOW,
-    TargetSpec,
-    campaign_targets,
-)
+from hpcscale.analysis.targets import PLATEAU_TOL, PLATEAU_WINDOW, campaign_targets
+from hpcscale.model.targets import TargetSpec
 from hpcscale.report import figures
 from hpcscale.report.labels import with_setting
 from hpcscale.report.model import Section, Table, plot_if

@@ -8,19 +8,11 @@ campaign value like `$(touch /tmp/x)` always reaches the script as an inert stri
 from __future__ import annotations
 
 import contextlib
-import re
 import shlex
 from collections.abc import Iterable
 
 from hpcscale.model.errors import UsageError
-
-# sbatch reads `#SBATCH` lines itself (no shell), so their values must need no quoting at all.
-# Whole-text patterns end in \Z, not $ (which also matches before a final newline): use them
-# with fullmatch.
-SBATCH_SAFE = re.compile(r"[A-Za-z0-9_.:,@%+=/-]+\Z")
-ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
-# A campaign's or a system's name: it names a directory or a file, so no "/", no leading "."
-NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\Z")
+from hpcscale.model.names import ENV_NAME, SBATCH_SAFE
 
 
 class Shell(str):

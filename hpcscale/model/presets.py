@@ -3,7 +3,7 @@ extends one (`metrics: [NAME, {name: ..., pattern: ...}]`)."""
 
 from __future__ import annotations
 
-from hpcscale.collect.readers.extract import Extractor
+from hpcscale.model.extractors import Extractor
 
 MLLOG = "mllog"  # read by hpcscale.collect.readers.mllog, not by regular expressions
 
