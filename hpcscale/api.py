@@ -169,8 +169,8 @@ def submit(
     queues = not (dry_run or backend == "dry")  # a dry run warns where `validate` does
     for warning in datapaths.check(planned.loaded, planned.runs, submitting=queues):
         (reporter or QuietReporter()).warn(warning)
-    if queues:
-        check_program(planned.loaded)
+    if queues:  # the backend's fit first, then what it can check before anything is written
+        check_program(planned.loaded, backend_for(planned.system, backend), planned.runs)
     sys_ = planned.system
     throttle = (planned.loaded.campaign.max_parallel, sys_.max_parallel)  # SLURM's array %N
     if dry_run or backend == "dry":

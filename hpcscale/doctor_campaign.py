@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from hpcscale.backends.slurm import preflight
 from hpcscale.doctor import (
     PROBE_TIMEOUT_S,
     Check,
@@ -26,8 +29,13 @@ from hpcscale.doctor import (
 from hpcscale.doctor import doctor as doctor_system
 from hpcscale.model.campaign import LoadedCampaign, load_campaign
 from hpcscale.model.command import AS_WRITTEN, PYTHONS, fields_of, resolve_cwd
-from hpcscale.model.system import python_of
+from hpcscale.model.errors import InputError
+from hpcscale.model.site_examples import refuse_site_examples
+from hpcscale.model.system import SHIPPED_DIR, System, python_of
 from hpcscale.starter import STARTER_FILE
+
+if TYPE_CHECKING:
+    from hpcscale.model.run import Run
 
 VERSION_PROBE = "import sys; print('%d.%d.%d' % sys.version_info[:3])"
 
@@ -54,6 +62,8 @@ def doctor_campaign(campaign: str | Path, system: str | None = None) -> Diagnosi
     source = profile._source.path if profile._source else profile.name
     out = Diagnosis(profile.name, str(source), python, campaign=str(campaign))
     out.checks += launcher_checks(profile)
+    if profile.site_examples:
+        out.checks.append(site_values_check(profile))
     if profile.scheduler == "slurm":
         out.checks += slurm_checks(profile)
     own = loaded.campaign.workload.command is not None
@@ -64,6 +74,18 @@ def doctor_campaign(campaign: str | Path, system: str | None = None) -> Diagnosi
     if not own or loaded.campaign.collect.timeline:  # collect --timeline's fast engine
         out.checks.append(scanner_check())
     return out
+
+
+def site_values_check(profile: System) -> Check:
+    """Whether the profile still holds values its shipped original only gave as examples (an
+    account, partitions, module names), which `validate` and `submit` refuse."""
+    try:
+        refuse_site_examples(profile, SHIPPED_DIR, submitting=True)
+    except InputError as exc:
+        said = exc.message.splitlines()
+        values = ", ".join(line.strip() for line in said[1:-1])
+        return Check("site values", False, f"still the shipped examples: {values}", said[-1])
+    return Check("site values", True, "none of the profile's `site_examples` left as shipped")
 
 
 def command_checks(loaded: LoadedCampaign, python: str) -> list[Check]:
@@ -175,11 +197,19 @@ def _edits(a: str, b: str) -> int:
     return prev[-1]
 
 
-def check_program(loaded: LoadedCampaign) -> None:
-    """`validate` and `submit` on a system whose jobs run here: the command's directory,
-    interpreter and program file exist, or an error located at `workload.command` (exit 2)
-    before anything is queued, instead of every run failing with `exit code 2`. A cluster's
-    compute nodes may see other paths and modules: there `doctor` says, nothing refuses."""
+def check_program(
+    loaded: LoadedCampaign, backend: str | None = None, runs: Sequence[Run] = ()
+) -> None:
+    """`validate` (`backend` None) and `submit` (through `backend`, for `runs`) refuse a
+    profile still holding its shipped site examples (hpcscale.model.site_examples); `submit` on
+    SLURM checks what the login node can (hpcscale.backends.slurm.preflight). On a system whose
+    jobs run here: the command's directory, interpreter and program file exist, or an error
+    located at `workload.command` (exit 2) before anything is queued, instead of every run
+    failing with `exit code 2`. A cluster's compute nodes may see other paths and modules:
+    there `doctor` says, nothing refuses."""
+    refuse_site_examples(loaded.system, SHIPPED_DIR, submitting=backend is not None)
+    if backend == "slurm":
+        preflight.check(loaded.system, runs)
     if loaded.campaign.workload.command is None or not loaded.system.jobs_run_here:
         return
     failed = [c for c in command_checks(loaded, python_of(loaded.system)) if not c.passed]

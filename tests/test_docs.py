@@ -8,6 +8,9 @@
 - Links between the docs reach a file (and a heading) that exists.
 - docs/reference.md is what `python -m hpcscale.reference` generates from hpcscale/model/vocab.py.
 - The README's Horovod build is the command `hpcscale doctor` prints.
+
+The README's whole tour and docs/own-program.md's short example, submit, collect and report
+included, run from the installed wheel in tests/test_docs_tour.py.
 """
 
 from __future__ import annotations

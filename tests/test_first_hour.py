@@ -198,3 +198,19 @@ def test_a_name_belongs_to_one_file_and_a_dry_run_changes_nothing(tmp_path: Path
     out, err = status()
     assert "1 stale run(s) hidden" in err and "--include-stale" in err, err
     assert _run(tmp_path, "submit", "a.yaml", "--dry-run").returncode == 2  # b owns it now
+
+
+def test_the_report_describes_the_profile_init_wrote_beside_the_campaign(tmp_path: Path) -> None:
+    """`init` writes `system: local.yaml` beside campaign.yaml; the report reads the campaign's
+    directory under hpcscale-runs/, so the profile must be found beside the file that owns it
+    (the Provenance table once said "profile not loadable: unknown system 'local.yaml'")."""
+    from hpcscale.report.provenance import system_table
+
+    assert _run(tmp_path, "init").returncode == 0
+    assert "system: local.yaml" in (tmp_path / "campaign.yaml").read_text()
+    assert _run(tmp_path, "render", "campaign.yaml").returncode == 0
+    (cdir,) = (tmp_path / "hpcscale-runs").iterdir()
+    table, note = system_table("local.yaml", cdir)
+    assert note == "" or "not loadable" not in note, note
+    settings = dict(zip(table["Setting"], table["Value"], strict=True))
+    assert settings["launcher"] == "mpirun" and settings["scheduler"] == "local", settings

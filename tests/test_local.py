@@ -39,6 +39,43 @@ def tiny_campaign(tmp_path: Path, name: str = "tiny", **matrix: object) -> Path:
     return p
 
 
+# A user program for the tests about the backend and the ledger, not TensorFlow (the DCGAN
+# tests above and below keep the TF path): the first process of the campaign to start makes
+# `<dir>/.first` and sleeps (a run that is RUNNING for as long as the test needs it); every
+# later one prints a rate and exits at once. No MPI import, so it starts fast under mpirun.
+SLEEPER = """\
+import os, sys, time
+here = os.path.dirname(os.path.abspath(__file__))
+try:
+    os.close(os.open(os.path.join(here, ".first"), os.O_CREAT | os.O_EXCL))
+    time.sleep(float(sys.argv[1]))
+except FileExistsError:
+    pass
+print("rate 10.0", flush=True)
+"""
+
+
+def sleeper_campaign(tmp_path: Path, name: str, sleep_s: float, **matrix: object) -> Path:
+    """Like tiny_campaign, with SLEEPER (in its own folder) as a command workload."""
+    folder = tmp_path / name
+    folder.mkdir()
+    (folder / "prog.py").write_text(SLEEPER)
+    spec = {
+        "name": name,
+        "workload": {
+            "command": ["python", "prog.py", str(sleep_s)],
+            "metrics": [{"name": "samples_per_s", "pattern": "rate ([0-9.]+)"}],
+            "throughput": "samples_per_s",
+        },
+        "system": "local",
+        "scaling": "weak",
+        "matrix": {"layout": ["1x1", "2x1"], "batch": 8, **matrix},
+    }
+    p = folder / f"{name}.yaml"
+    p.write_text(yaml.safe_dump(spec))
+    return p
+
+
 def test_dry_run_prints_mpirun_lines(tmp_path: Path, workdir: Path) -> None:
     proc = hpcscale(
         "submit", str(tiny_campaign(tmp_path)), "--backend", "local", "--dry-run", check=True
@@ -105,7 +142,7 @@ def test_failing_run_is_recorded_and_campaign_goes_on(tmp_path: Path, workdir: P
 def test_interrupt_leaves_ledger_consistent_and_resume_finishes(
     tmp_path: Path, workdir: Path
 ) -> None:
-    camp = tiny_campaign(tmp_path, name="intr")
+    camp = sleeper_campaign(tmp_path, "intr", sleep_s=60)  # the first run sleeps: interrupted
     exe = Path(sys.executable).parent / "hpcscale"
     proc = subprocess.Popen(
         [str(exe), "submit", str(camp)],
@@ -123,7 +160,12 @@ def test_interrupt_leaves_ledger_consistent_and_resume_finishes(
             with Ledger(ledger_path.parent) as ledger:
                 running = any(r.state == "RUNNING" for r in ledger.rows())
     assert running, "no run reached RUNNING"
-    time.sleep(2)
+    # RUNNING is set before the job script starts: wait until the program itself runs (its
+    # marker), so the interrupt finds the run's process group (the local backend's .pgid)
+    marker = camp.parent / ".first"
+    while time.monotonic() < deadline and not marker.exists():
+        time.sleep(0.2)
+    assert marker.exists(), "the first run's program never started"
     os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C in a terminal does
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err
@@ -161,7 +203,7 @@ def test_local_backend_through_the_api(tmp_path: Path, workdir: Path) -> None:
     """The local backend behind the Backend interface: a Submission back, a dry run that
     describes and writes no ledger, a lost runner found by refresh, cancel from another
     process stopping exactly the run's process group."""
-    camp = tiny_campaign(tmp_path, "iface")
+    camp = sleeper_campaign(tmp_path, "iface", sleep_s=0)
     dry = api.submit(camp, dry_run=True)
     assert dry.backend == "dry" and len(dry.described) == 4 and not dry.submitted
     assert dry.described[1].startswith("mpirun -np ")
@@ -183,10 +225,7 @@ def test_local_backend_through_the_api(tmp_path: Path, workdir: Path) -> None:
     assert "1 local run(s) lost" in st.warnings[0]
 
     # cancel a running local run from another process
-    slow = tiny_campaign(tmp_path, "slow", layout="1x1")
-    spec = yaml.safe_load(slow.read_text())
-    spec["workload"].update(epochs=300)
-    slow.write_text(yaml.safe_dump(spec))
+    slow = sleeper_campaign(tmp_path, "slow", sleep_s=600, layout="1x1")  # runs till cancelled
     exe = Path(sys.executable).parent / "hpcscale"
     runner = subprocess.Popen([str(exe), "submit", str(slow)], stdout=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120
@@ -196,6 +235,8 @@ def test_local_backend_through_the_api(tmp_path: Path, workdir: Path) -> None:
             with Ledger(workdir / "slow") as ledger:
                 if any(r.state == RunState.RUNNING for r in ledger.rows()):
                     break
+    while time.monotonic() < deadline and not (slow.parent / ".first").exists():
+        time.sleep(0.2)  # the program itself runs (SLEEPER's marker): its group is recorded
     (res,) = api.cancel("slow")
     assert len(res.run_ids) == 1
     runner.communicate(timeout=120)

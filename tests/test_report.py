@@ -33,7 +33,7 @@ from hpcscale.report.figures import png_bytes
 from hpcscale.report.model import CampaignReport
 from hpcscale.report.sections import campaign_report
 
-from .conftest import hpcscale
+from .conftest import CAMPAIGNS, hpcscale
 from .test_analysis import SEED000_TABLE, frame, seed000_frame
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -574,23 +574,15 @@ def test_parquet_unavailable_is_a_clear_error_not_a_crash(
 
 # -- a real campaign ----------------------------------------------------------------------------
 
-REAL_MATRIX = {"layout": ["1x1", "2x1"], "batch": 8}
+# The session's finished quickstart (tests/quickstart_fixture.py: DCGAN, 1 and 2 ranks, Horovod
+# timeline on), copied: the report tests need a real campaign, not one more TensorFlow run.
+REAL = "quickstart"
 
 
 def campaign_yaml(path: Path, references: list[dict[str, Any]]) -> Path:
-    spec = {
-        "name": "tinyreport",
-        "workload": {
-            "model": "dcgan",
-            "epochs": 1,
-            "args": {"image_size": 16, "dataset_size": 64, "burn_in_steps": 1},
-        },
-        "system": "local",
-        "scaling": "weak",
-        "matrix": REAL_MATRIX,
-        "collect": {"timeline": True},
-        "references": references,
-    }
+    """The quickstart campaign (the file its runs were rendered from) with these references."""
+    spec = yaml.safe_load((CAMPAIGNS / "quickstart.yaml").read_text())
+    spec["references"] = references
     path.write_text(yaml.safe_dump(spec))
     return path
 
@@ -612,14 +604,17 @@ VIOLATED = [
 
 
 @pytest.fixture(scope="module")
-def real(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """One real 2-run campaign (1 and 2 ranks, Horovod timeline on), run once for the module."""
+def real(finished_quickstart: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """One real 2-run campaign (1 and 2 ranks, Horovod timeline on): a copy of the session's
+    finished quickstart, its collected results and cache removed so the tests collect it."""
     base = tmp_path_factory.mktemp("report")
     wd = base / "runs"
+    shutil.copytree(finished_quickstart, wd, symlinks=True)
+    for name in (".collect-cache.json", "results.parquet", "results.csv"):
+        (wd / REAL / name).unlink(missing_ok=True)
     met = campaign_yaml(base / "met.yaml", MET)
     violated = campaign_yaml(base / "violated.yaml", VIOLATED)
-    hpcscale("submit", str(met), "--backend", "local", "-w", str(wd), check=True, timeout=1200)
-    return {"wd": wd, "met": met, "violated": violated, "cdir": wd / "tinyreport"}
+    return {"wd": wd, "met": met, "violated": violated, "cdir": wd / REAL}
 
 
 REAL_SECTIONS = (
@@ -637,7 +632,7 @@ ABSENT_SECTIONS = ("Tensor fusion", "Batch size", "CPU layouts", "FP16", "Hierar
 @pytest.mark.mpi
 @pytest.mark.horovod
 def test_report_of_a_real_campaign(real: dict[str, Path]) -> None:
-    proc = hpcscale("report", "tinyreport", "-w", str(real["wd"]), check=True)
+    proc = hpcscale("report", REAL, "-w", str(real["wd"]), check=True)
     report_dir = real["cdir"] / "report"
     assert f"report: {report_dir / 'index.md'}" in proc.stdout
     assert f"report: {report_dir / 'index.html'}" in proc.stdout
@@ -705,22 +700,23 @@ def test_every_campaign_csv_and_parquet(real: dict[str, Path], tmp_path: Path) -
     wd = tmp_path / "wd"
     shutil.copytree(real["wd"], wd, ignore=shutil.ignore_patterns("report"))
     proc = hpcscale("report", "-w", str(wd), "--format", "csv", "--format", "parquet", check=True)
-    data = wd / "tinyreport" / "report" / "data"  # one campaign: its own report dir
-    runs = pd.read_csv(data / "tinyreport-runs.csv")
+    data = wd / REAL / "report" / "data"  # one campaign: its own report dir
+    runs = pd.read_csv(data / f"{REAL}-runs.csv")
     assert len(runs) == 2 and (runs["images_per_s"] > 0).all()
-    assert len(pd.read_parquet(data / "tinyreport-runs.parquet")) == 2
-    assert not (wd / "tinyreport" / "report" / "index.md").exists()
+    assert len(pd.read_parquet(data / f"{REAL}-runs.parquet")) == 2
+    assert not (wd / REAL / "report" / "index.md").exists()
     assert "data: " in proc.stdout
-    # Two campaigns (a copy of the first under another name): one report in <workdir>/report.
-    shutil.copytree(wd / "tinyreport", wd / "tinycopy", ignore=shutil.ignore_patterns("report"))
+    # Two campaigns (a copy of the first under another name): one report in <workdir>/report,
+    # in name order ("qcopy" before "quickstart").
+    shutil.copytree(wd / REAL, wd / "qcopy", ignore=shutil.ignore_patterns("report"))
     proc = hpcscale("report", "-w", str(wd), check=True)
     md = (wd / "report" / "index.md").read_text()
-    assert "\n## tinycopy\n" in md and "\n## tinyreport\n" in md
-    assert md.index("## tinycopy") < md.index("## tinyreport")
+    assert "\n## qcopy\n" in md and f"\n## {REAL}\n" in md
+    assert md.index("## qcopy") < md.index(f"## {REAL}")
     assert f"report: {wd / 'report' / 'index.html'}" in proc.stdout
     assert {p.name.split("-")[0] for p in (wd / "report" / "figures").glob("*.png")} == {
-        "tinycopy",
-        "tinyreport",
+        "qcopy",
+        REAL,
     }
 
 
@@ -729,8 +725,8 @@ def test_every_campaign_csv_and_parquet(real: dict[str, Path], tmp_path: Path) -
 def test_load_results_gives_the_tidy_table(real: dict[str, Path]) -> None:
     import hpcscale as api
 
-    hpcscale("collect", "tinyreport", "--timeline", "-w", str(real["wd"]), check=True)
-    df = api.load_results("tinyreport", workdir=str(real["wd"]))
+    hpcscale("collect", REAL, "--timeline", "-w", str(real["wd"]), check=True)
+    df = api.load_results(REAL, workdir=str(real["wd"]))
     assert len(df) == 2
     assert sorted(df["ranks"]) == [1, 2]
     assert (df["images_per_s"] > 0).all() and (df["epoch_time_s"] > 0).all()

@@ -298,9 +298,23 @@ def is_busy(others_cpus: float, cpus: float, own: float) -> bool:
     return others_cpus > max(cpus - min(own, cpus), 0.0) + BUSY_SLACK_CPUS
 
 
+# what busy_findings reads of a run
+BUSY_FIELDS = (
+    "run_id",
+    "cpus",
+    "others_cpus_start",
+    "others_cpus_end",
+    "other_jobs_start",
+    "machines",
+    "tasks_per_node",
+    "threads_per_task",
+)
+
+
 def busy_findings(runs: pd.DataFrame) -> list[Finding]:
     out = []
-    for _, r in runs.iterrows():
+    fields = [c for c in BUSY_FIELDS if c in runs.columns]
+    for r in runs[fields].to_dict("records"):  # the fields read, not a Series per run
         cpus, own = _num(r.get("cpus")), own_cpus(r)
         busy = [
             (when, _num(r.get(f"others_cpus_{when}")))
@@ -334,10 +348,10 @@ def superlinear_findings(
     ordered = cells.sort_values(["group", "axis_value", "nodes"], kind="stable")
     base_ids = ordered.groupby("group")["run_ids"].first()
     out = []
-    for _, c in ordered.iterrows():
-        eff = _num(c.get("efficiency"))
-        if not (math.isfinite(eff) and eff > 1.0):
-            continue
+    effs = [_num(v) for v in ordered["efficiency"].tolist()]
+    above = [i for i, eff in enumerate(effs) if math.isfinite(eff) and eff > 1.0]
+    for i in above:  # a row read only where the efficiency is above 1 (not a Series per cell)
+        c, eff = ordered.iloc[i], effs[i]
         base = [str(b) for b in base_ids[c["group"]]]
         bad = [f"{b} {contaminated[b]}" for b in base if b in contaminated]
         if bad:

@@ -68,6 +68,10 @@ def run_series(run: Mapping[str, Any]) -> dict[str, np.ndarray]:
 def fold_epochs(series: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     """Median per epoch over runs, and how many runs had a finite value at each epoch; epochs
     no run has stay NaN (a gap, never filled from the neighbours)."""
+    if len(series) == 1:  # one run (no repeats): its own values, without a median per epoch
+        own = np.asarray(series[0], dtype=float)
+        finite = np.isfinite(own)
+        return np.where(finite, own, np.nan), finite.astype(np.int64)
     length = max((s.size for s in series), default=0)
     stack = np.full((len(series), length), np.nan)
     for i, s in enumerate(series):

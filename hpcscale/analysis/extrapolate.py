@@ -19,6 +19,7 @@ import pandas as pd
 
 from hpcscale.analysis.baseline import SHARED, group_ids
 from hpcscale.analysis.frame import check_axis, default_axis, normalise
+from hpcscale.analysis.memo import FrameMemo
 from hpcscale.analysis.models import (
     LawFit,
     fit_amdahl,
@@ -52,14 +53,23 @@ def _fits(
 ) -> Iterator[tuple[int, dict[str, Any], float, LawFit | str]]:
     """(group id, its first run's fields, its axis limit (`_limits`), fit or why none)
     per weak/strong group measured at two sizes or more. One groupby and NumPy per group (a
-    frame per group made a sweep's report crawl)."""
+    frame per group made a sweep's report crawl); the fits are made once per table and axis
+    (`refusals` and `extrapolate` ask for the same ones: analysis.memo)."""
     if runs.empty:
         return
+    fitted = _FITTED.get(runs, axis, lambda: _fitted(runs, axis))
+    limits = _limits(runs.groupby(group_ids(runs, axis), sort=True), axis, max_nodes)
+    for g, first, fit in fitted:
+        yield g, first, limits[g], fit
+
+
+def _fitted(runs: pd.DataFrame, axis: str) -> list[tuple[int, dict[str, Any], LawFit | str]]:
+    """(group id, its first run's fields, fit or why none) of every group `_fits` yields."""
     gid = group_ids(runs, axis)
     first = _first_rows(runs, gid)
-    limits = _limits(runs.groupby(gid, sort=True), axis, max_nodes)
     sizes = runs[axis].to_numpy(float)
     values = {m: runs[m].to_numpy(float) for _, m in LAWS.values() if m in runs.columns}
+    out: list[tuple[int, dict[str, Any], LawFit | str]] = []
     for g, at in sorted(runs.groupby(gid, sort=True).indices.items()):
         scaling = first[g]["scaling"]
         if scaling not in LAWS:
@@ -72,9 +82,14 @@ def _fits(
         try:
             fit = FITTERS[law](n, y[~np.isnan(y)])
         except ValueError as exc:  # non-positive values: nothing a law can describe
-            yield int(g), first[g], limits[g], str(exc)
+            out.append((int(g), first[g], str(exc)))
             continue
-        yield int(g), first[g], limits[g], fit_problem(fit) or fit
+        out.append((int(g), first[g], fit_problem(fit) or fit))
+    return out
+
+
+# the fits by (table, axis), compared by value: each caller normalises its own copy
+_FITTED: FrameMemo[list[tuple[int, dict[str, Any], LawFit | str]]] = FrameMemo(list, by_value=True)
 
 
 def _first_rows(runs: pd.DataFrame, gid: pd.Series) -> dict[int, dict[str, Any]]:

@@ -16,6 +16,7 @@ from hpcscale.analysis import (
     METRIC_COLUMNS,
     TIMELINE_COLUMNS,
 )
+from hpcscale.analysis.memo import FrameMemo
 from hpcscale.model import vocab
 from hpcscale.model.errors import UsageError
 
@@ -79,10 +80,18 @@ def measured(df: pd.DataFrame) -> pd.DataFrame:
     return df if keep.all() else df[keep].reset_index(drop=True)
 
 
+_NORMALISED: FrameMemo[pd.DataFrame] = FrameMemo(lambda frame: frame.copy())
+
+
 def normalise(df: pd.DataFrame) -> pd.DataFrame:
     """A copy that follows the contract (measured runs only, see `measured`): defaults for
     optional columns, numeric metrics, derived `ranks`, `gpus`, `batch_per_rank` and
-    `global_batch`; raises FrameError on bad values."""
+    `global_batch`; raises FrameError on bad values. Computed once per unchanged frame (a
+    report's sections each normalise the same run table: analysis.memo)."""
+    return _NORMALISED.get(df, None, lambda: _normalise(df))
+
+
+def _normalise(df: pd.DataFrame) -> pd.DataFrame:
     require(df, REQUIRED, "the analysis")
     out = measured(df).copy().reset_index(drop=True)
     for col, default in _DEFAULTS.items():

@@ -31,16 +31,19 @@ def param_table(runs: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame()
     nets: list[str] = []
     rows: dict[tuple, dict[str, Any]] = {}
-    for _, run in runs.iterrows():
-        counts = network_counts(run.get("params"))
-        trainable = _count(run.get("param_count"))
+    models = runs["model"].to_numpy(object)
+    params = _column(runs, "params")
+    param_counts = _column(runs, "param_count")
+    for model, value, count in zip(models, params, param_counts, strict=True):
+        counts = network_counts(value)
+        trainable = _count(count)
         if not counts and trainable is None:
             continue
         nets += [n for n in counts if n not in nets]
         total = sum(counts.values()) if counts else None
         if total is not None and trainable is not None and trainable > total:
             trainable = None  # not a trainable count of these networks: do not show it
-        key = (str(run["model"]), tuple(sorted(counts.items())), trainable)
+        key = (str(model), tuple(sorted(counts.items())), trainable)
         row = rows.setdefault(
             key,
             {"Model": key[0], **counts, TOTAL: _nan(total), TRAINABLE: _nan(trainable)},
@@ -57,7 +60,17 @@ def param_table(runs: pd.DataFrame) -> pd.DataFrame:
     return frame
 
 
+def _column(runs: pd.DataFrame, name: str) -> list[Any]:
+    """A column's values as a list (None for every run when the table has no such column):
+    read per value, never a Series per run (a 1,000-run sweep built 1,000 of them)."""
+    return runs[name].tolist() if name in runs.columns else [None] * len(runs)
+
+
 def _count(value: Any) -> int | None:
+    if isinstance(value, bool | int | np.integer):  # the usual case, without a Series
+        return int(value)
+    if isinstance(value, float | np.floating) and not np.isnan(value):
+        return int(value)
     number = pd.to_numeric(pd.Series([value]), errors="coerce").iloc[0]
     return None if pd.isna(number) else int(number)
 

@@ -20,6 +20,7 @@ from hpcscale.analysis import EXACT_COLUMNS, TIMELINE_COLUMNS, contention
 from hpcscale.analysis.context import TableContext
 from hpcscale.analysis.derive import derive
 from hpcscale.analysis.frame import normalise
+from hpcscale.analysis.memo import FrameMemo
 from hpcscale.analysis.scaling import with_throughput
 
 # "excluded": the run's figures (or some of them) are left out of tables and figures;
@@ -160,16 +161,27 @@ def overlap_check(
     runs: pd.DataFrame, ctx: TableContext = NONE, cells: pd.DataFrame | None = None
 ) -> list[Flag]:
     """Runs that shared their machine with another run of the table (analysis.contention)."""
-    return [
-        Flag(f.run_id, "overlap", "flagged", f.reason) for f in contention.overlap_findings(runs)
-    ]
+    return [Flag(f.run_id, "overlap", "flagged", f.reason) for f in _overlap_findings(runs)]
 
 
 def busy_check(
     runs: pd.DataFrame, ctx: TableContext = NONE, cells: pd.DataFrame | None = None
 ) -> list[Flag]:
     """Runs measured while other processes took the CPUs they needed (analysis.contention)."""
-    return [Flag(f.run_id, "busy", "flagged", f.reason) for f in contention.busy_findings(runs)]
+    return [Flag(f.run_id, "busy", "flagged", f.reason) for f in _busy_findings(runs)]
+
+
+# findings by run table: the overlap and busy checks' own, and superlinear_check's causes
+_OVERLAPS: FrameMemo[list[contention.Finding]] = FrameMemo(list)
+_BUSY: FrameMemo[list[contention.Finding]] = FrameMemo(list)
+
+
+def _overlap_findings(runs: pd.DataFrame) -> list[contention.Finding]:
+    return _OVERLAPS.get(runs, None, lambda: contention.overlap_findings(runs))
+
+
+def _busy_findings(runs: pd.DataFrame) -> list[contention.Finding]:
+    return _BUSY.get(runs, None, lambda: contention.busy_findings(runs))
 
 
 def superlinear_check(
@@ -179,8 +191,8 @@ def superlinear_check(
     if runs.empty or "run_id" not in runs.columns:
         return []
     tainted = contention.contaminated_runs(
-        [("overlap", f) for f in contention.overlap_findings(runs)]
-        + [("busy", f) for f in contention.busy_findings(runs)]
+        [("overlap", f) for f in _overlap_findings(runs)]
+        + [("busy", f) for f in _busy_findings(runs)]
     )
     return [
         Flag(f.run_id, "superlinear", "flagged", f.reason)

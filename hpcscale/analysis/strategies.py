@@ -1,4 +1,4 @@
-"""How a run's strategy is named in tables, labels and legends (seed 000's names)."""
+"""How a run's strategy is named in tables, labels and legends (Ahmad & Cai's names)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ _CROSS_DEVICE = {
 def strategy_name(
     strategy: str, cross_device_ops: object, mpi: str, command: object = None, launcher: object = ""
 ) -> str:
-    """Seed 000 names MirroredStrategy runs by their cross-device op; Horovod runs by MPI. A
+    """Ahmad & Cai name MirroredStrategy runs by their cross-device op; Horovod runs by MPI. A
     command (the user's own program) is Horovod only when horovodrun launched it."""
     if isinstance(command, str) and command and launcher != "horovodrun":
         return f"{COMMAND_STRATEGY} ({mpi})"

@@ -39,7 +39,7 @@ EXACT_DISPLAY: dict[str, str] = {
 SPEEDUP_CI = f"Speedup {pct(LEVEL)} CI (Welch t)"
 EFFICIENCY_CI = f"Efficiency {pct(LEVEL)} CI (Welch t)"
 IMAGES_CI = "Images/s interval of the median (order statistics; its level)"
-OVERHEAD_LABEL = "Scaling loss (seed 000 overhead, 1/E−1) (%)"
+OVERHEAD_LABEL = "Scaling loss (Ahmad & Cai's overhead, 1/E−1) (%)"
 COMM_SHARE_LABEL = "Comm. share of epoch (measured, Horovod timeline) (%)"
 # A program without epoch times (a command workload's) has only its timeline's span to divide by.
 COMM_SPAN_SHARE_LABEL = "Comm. share of timeline span (start-up included) (%)"

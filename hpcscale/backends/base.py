@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar, Protocol
 
-from hpcscale.backends.repeats import DEFAULT_MAX_FAILURES
+from hpcscale.backends.repeats import DEFAULT_MAX_FAILURES, resumable
 from hpcscale.state.states import RunState
 
 if TYPE_CHECKING:
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class BackendOptions:
     """Options every backend understands. `force`: run again runs already submitted or done;
-    `max_failures`: stop after that many runs failed the same way (0: never; local backend)."""
+    `max_failures`: stop after that many runs failed the same way (0: never)."""
 
     force: bool = False
     max_failures: int = DEFAULT_MAX_FAILURES
@@ -155,7 +155,10 @@ class Backend(ABC):
 
 
 def wants_submit(row: RunRow | None, force: bool) -> bool:
-    """A run is submitted again only with force: failures go through resubmit."""
+    """A run is submitted again only with force (failures go through resubmit), or when
+    `--max-failures` cancelled it before it started."""
+    if row is not None and resumable(row):
+        return True
     return force or row is None or not (row.state.active or row.state.terminal)
 
 

@@ -90,7 +90,7 @@ def current_epoch(path: Path) -> tuple[int, int] | None:
 
 
 def run_one(
-    r: Rendered, ledger: Ledger, on_progress: Progress | None = None, poll_s: float = 0.5
+    r: Rendered, ledger: Ledger, on_progress: Progress | None = None, poll_s: float = 0.1
 ) -> Outcome:
     """Run one rendered script to the end; the ledger follows every state change."""
     log = r.run_dir / LOG_NAME
@@ -163,16 +163,29 @@ def _cancelled(ledger: Ledger, run_id: str) -> bool:
     return row is not None and row.state == RunState.CANCELLED
 
 
+def _recorded_pgid(run_dir: Path, job: submitit.local.local.LocalJob | None) -> int | None:
+    """The run's process group, waited for while its worker is alive: a Ctrl-C just after the
+    submit comes before the worker has started the script and recorded the group, and
+    cancelling the worker then would leave the script running with nobody to stop it."""
+    for _ in range(300):
+        with contextlib.suppress(FileNotFoundError, ValueError):
+            return int((run_dir / PGID_NAME).read_text())
+        if job is None or job.done():
+            return None
+        time.sleep(0.05)
+    return None
+
+
 def stop_run(run_dir: Path, job: submitit.local.local.LocalJob | None = None) -> None:
     """Stop this run's process group (by the group id it recorded), then the submitit worker."""
-    pgid_file = run_dir / PGID_NAME
-    with contextlib.suppress(FileNotFoundError, ValueError, ProcessLookupError, PermissionError):
-        pgid = int(pgid_file.read_text())
-        os.killpg(pgid, signal.SIGTERM)
-        for _ in range(50):
-            time.sleep(0.1)
-            os.killpg(pgid, 0)
-        os.killpg(pgid, signal.SIGKILL)
+    pgid = _recorded_pgid(run_dir, job)
+    if pgid is not None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pgid, signal.SIGTERM)
+            for _ in range(50):
+                time.sleep(0.1)
+                os.killpg(pgid, 0)
+            os.killpg(pgid, signal.SIGKILL)
     if job is not None:
         with contextlib.suppress(Exception):
             job.cancel(check=False)

@@ -9,8 +9,13 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from hpcscale.state.ledger import RunRow
 
 DEFAULT_MAX_FAILURES = 3  # 0: never stop
+STOPPED = "stopped after"  # how a SLURM run cancelled before it started begins its message
 _PATH = re.compile(r"(?:~|\.{0,2})?/[^\s'\":,)]+")
 _NUMBER = re.compile(r"(?<![A-Za-z])[0-9a-f]*[0-9][0-9a-f]*(?:\.[0-9]+)?(?![A-Za-z])")
 
@@ -34,3 +39,9 @@ class SameFailures:
         key = normalised(reason)
         self.counts[key] += 1
         return reason if self.counts[key] >= self.limit else None
+
+
+def resumable(row: RunRow) -> bool:
+    """A SLURM run cancelled before it started because others failed the same way
+    (backends/slurm/stop.py): the next `submit` submits it, as the local backend's rest."""
+    return row.state == "CANCELLED" and (row.message or "").startswith(STOPPED)

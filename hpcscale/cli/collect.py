@@ -140,8 +140,7 @@ def collect(
         include_stale=include_stale,
     ):
         unreadable += [
-            f"{res.campaign}/{p.run_id} ({p.reason.splitlines()[0][:160] if p.reason else '?'})"
-            for p in res.unreadable
+            f"{res.campaign}/{p.run_id} ({_first_line(p.reason)})" for p in res.unreadable
         ]
         rows = res.rows if include_partial_timelines else [_hide_partial(r) for r in res.rows]
         if json_out:
@@ -177,6 +176,14 @@ def collect(
         )
 
 
+def _first_line(reason: str) -> str:
+    """A reason's first line, without the "; last lines:" that the lines under it follow."""
+    from hpcscale.collect.readers.command_row import LAST_LINES
+
+    line = reason.splitlines()[0] if reason else "?"
+    return line.removesuffix(f"; {LAST_LINES}:")[:200]
+
+
 def _hide_partial(row: dict[str, Any]) -> dict[str, Any]:
     """A row with a truncated timeline's per-epoch figures as NaN (what the report shows)."""
     from hpcscale.analysis.quality import PARTIAL_TIMELINE_COLUMNS
@@ -190,9 +197,7 @@ def _print_collected(res: Any, rows: list[dict[str, Any]], with_timeline: bool) 
     cols = ["run_id", "model", "nodes", "ranks", "global_batch", "epoch_time_s", "images_per_s"]
     if with_timeline:
         cols += ["comm_s", "exact_overlap_s"]
-    from hpcscale.analysis.metric import ScalingMetric
-
-    metric = ScalingMetric.of_rows(rows)  # a command's own figure: named as the campaign names it
+    metric = res.metric  # a command's own figure: named as the campaign names it
     shown = {} if metric.usual else {metric.column: metric.name}
     t = Grid(
         f"{res.campaign}: {plural(len(rows), 'run')}",

@@ -10,6 +10,8 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from hpcscale.cli.complete import campaign_files, campaign_names, system_names
+
 # no emoji codes: `:x:` in a job's output or a path is text, never ❌
 console = Console(emoji=False)
 err_console = Console(stderr=True, emoji=False)
@@ -47,6 +49,7 @@ CampaignArg = Annotated[
     typer.Argument(
         help="campaign YAML file (e.g. campaign.yaml, as `hpcscale init` writes it)",
         show_default=False,
+        autocompletion=campaign_files,
     ),
 ]
 CampaignsArg = Annotated[
@@ -54,6 +57,7 @@ CampaignsArg = Annotated[
     typer.Argument(
         help="campaign name in the workdir, or its YAML file; default: every campaign",
         show_default=False,
+        autocompletion=campaign_names,
     ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="machine-readable output on stdout")]
@@ -73,6 +77,7 @@ SystemOpt = Annotated[
         help="system profile NAME or PATH to use instead of the campaign's `system:` "
         "(the same campaign on this machine, the local cluster, a real cluster)",
         show_default=False,
+        autocompletion=system_names,
     ),
 ]
 IncludeStaleOpt = Annotated[

@@ -16,6 +16,7 @@ from rich.markup import escape
 
 from hpcscale import api
 from hpcscale.cli.common import IncludeStaleOpt, WorkdirOpt, console, err_console
+from hpcscale.cli.complete import campaign_names
 from hpcscale.cli.tables import Col, Grid
 from hpcscale.model.errors import HpcscaleError
 
@@ -37,6 +38,7 @@ def compare(
             "first is the baseline",
             metavar="CAMPAIGN",
             show_default=False,
+            autocompletion=campaign_names,
         ),
     ],
     on: Annotated[

@@ -10,6 +10,7 @@ from rich.markup import escape
 
 from hpcscale import api
 from hpcscale.cli.common import console
+from hpcscale.cli.complete import example_names, system_names
 from hpcscale.cli.tables import Grid
 
 DirectoryArg = Annotated[Path, typer.Argument(help="where to write (created if missing)")]
@@ -20,13 +21,18 @@ def init(
     system: Annotated[
         str,
         typer.Option(
-            "--system", help="the system profile to copy beside the starter (a name or a path)"
+            "--system",
+            help="the system profile to copy beside the starter (a name or a path)",
+            autocompletion=system_names,
         ),
     ] = "local",
     example: Annotated[
         str | None,
         typer.Option(
-            "--example", help="copy this shipped campaign instead (see --list)", show_default=False
+            "--example",
+            help="copy this shipped campaign instead (see --list)",
+            show_default=False,
+            autocompletion=example_names,
         ),
     ] = None,
     list_: Annotated[

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from rich.markup import escape
@@ -16,6 +16,7 @@ from hpcscale.cli import campaign as campaign_cmds
 from hpcscale.cli import collect as collect_cmds
 from hpcscale.cli import compare as compare_cmds
 from hpcscale.cli import doctor as doctor_cmds
+from hpcscale.cli import helpfmt
 from hpcscale.cli import init as init_cmds
 from hpcscale.cli import models as models_cmds
 from hpcscale.cli import report as report_cmds
@@ -32,15 +33,18 @@ app = typer.Typer(
     help=(
         "Distributed deep-learning scaling studies from one campaign YAML.\n\n"
         "Typical session:\n\n"
-        "  hpcscale init                                # a starter campaign + profile here\n\n"
-        "  hpcscale doctor                              # can this machine run it?\n\n"
-        "  hpcscale validate campaign.yaml               # every key checked, nothing written\n\n"
-        "  hpcscale plan campaign.yaml                  # what will run\n\n"
-        "  hpcscale submit campaign.yaml                # render + submit (slurm or local)\n\n"
-        "  hpcscale status first_study                  # where each run is\n\n"
-        "  hpcscale collect --timeline                  # metrics + Horovod timelines -> table\n\n"
-        "  hpcscale report                              # tables and plots\n\n"
-        "A shipped example instead: hpcscale init --list, then hpcscale init --example quickstart"
+        "\b\n"
+        "  hpcscale init                    # a starter campaign + profile here\n"
+        "  hpcscale doctor                  # can this machine run it?\n"
+        "  hpcscale validate campaign.yaml  # every key checked, nothing written\n"
+        "  hpcscale plan campaign.yaml      # what will run\n"
+        "  hpcscale submit campaign.yaml    # render + submit (slurm or local)\n"
+        "  hpcscale status first_study      # where each run is\n"
+        "  hpcscale collect --timeline      # metrics + Horovod timelines -> table\n"
+        "  hpcscale report                  # tables and plots\n\n"
+        "A shipped example instead: hpcscale init --list, then hpcscale init --example "
+        "quickstart. Shell completion of commands, campaign, example and system names: "
+        "hpcscale --install-completion (bash, zsh, fish), then open a new shell."
     ),
     no_args_is_help=True,
     rich_markup_mode="rich",
@@ -70,22 +74,7 @@ def _main(
     _state["debug"] = debug
 
 
-def _flags_without_metavar() -> None:
-    """typer's help shows `<bool>` beside every flag, as if it took a value: a flag takes
-    none, so it shows none (every command's flags, typer's own --help included)."""
-    from typer.core import TyperOption
-
-    shown = TyperOption.display_type_rich
-
-    def display_type_rich(self: TyperOption, ctx: Any) -> str | None:
-        if self.is_flag and self.metavar is None:
-            return None
-        return shown(self, ctx)
-
-    TyperOption.display_type_rich = display_type_rich  # type: ignore[method-assign]
-
-
-_flags_without_metavar()
+helpfmt.install()
 
 
 app.command()(init_cmds.init)

@@ -72,7 +72,8 @@ def report(
     ] = False,
     workdir: WorkdirOpt = None,
 ) -> None:
-    """Write the scaling report: tables in the seed reports' shapes, figures, provenance."""
+    """Write the scaling report: tables in the shapes of the published studies the shipped
+    campaigns reproduce (see `init --list`), figures, provenance."""
     if out is not None and not force:
         refuse_foreign(out)
     result = api.report(
@@ -88,12 +89,14 @@ def report(
     for rep in result.reports:
         if rep.name not in result.failed:
             _summary(rep).show(console)
-    for name in result.failed:
-        err_console.print(
-            f"[red]{escape(name)}: no run finished; the report's Data quality section lists "
-            "each run with its state and reason[/red]",
-            highlight=False,
-        )
+    for rep in result.reports:
+        if rep.name in result.failed:  # none measured: its note says why (failed, unparsed)
+            said = rep.notes[0] if rep.notes else "no run finished"
+            err_console.print(
+                f"[red]{escape(rep.name)}: {escape(said)}; the report's Data quality section "
+                "lists each run with its state and reason[/red]",
+                highlight=False,
+            )
     for name in result.empty:
         console.print(f"[yellow]{name}: no finished runs yet, left out[/yellow]")
     failures = [

@@ -24,6 +24,7 @@ from hpcscale.cli.common import (
     err_console,
     print_json,
 )
+from hpcscale.cli.complete import campaign_names
 from hpcscale.cli.tables import Col, Grid
 from hpcscale.model.errors import HpcscaleError
 from hpcscale.state.states import RunState
@@ -99,7 +100,9 @@ def status(
     campaign: Annotated[
         str | None,
         typer.Argument(
-            help="campaign name or YAML; default: all in the workdir", show_default=False
+            help="campaign name or YAML; default: all in the workdir",
+            show_default=False,
+            autocompletion=campaign_names,
         ),
     ] = None,
     json: JsonOpt = False,

@@ -84,8 +84,9 @@ def submit(
     max_failures: Annotated[
         int,
         typer.Option(
-            help="local: stop after N runs failed the same way (the same error line, paths "
-            "and numbers aside), leaving the rest to resume after the fix; 0 never stops",
+            help="after N runs failed the same way (the same error line, paths and numbers "
+            "aside) stop: local stops running, slurm cancels the runs not yet started (seen "
+            "by the next status or collect); submit after the fix resumes them; 0 never stops",
             min=0,
         ),
     ] = BackendOptions.max_failures,

@@ -35,6 +35,7 @@ from typing import Any
 from hpcscale.analysis.context import TableContext
 from hpcscale.analysis.metric import ScalingMetric
 from hpcscale.collect.readers.command_row import NOT_RUN as NOT_RUN_OUTPUT
+from hpcscale.collect.readers.command_row import declared_metric
 from hpcscale.collect.run_row import RunProblem, planned_row, run_row
 from hpcscale.collect.table import (  # noqa: F401  (the table's names, re-exported)
     COLUMNS,
@@ -57,7 +58,7 @@ from hpcscale.state.states import RunState
 
 CACHE_FILE = ".collect-cache.json"
 # Bump when a row's content changes meaning: every cached row is then read again.
-COLLECTOR_VERSION = 13  # 2: model_family, program, run.json typed; 3: campaign_version
+COLLECTOR_VERSION = 14  # 2: model_family, program, run.json typed; 3: campaign_version
 # 4: contention columns (start/end times, machines, load); 5: timeline_truncated, _coverage
 # 6: train_loss, val_loss, input_images_per_s, params, sample_grids
 # 7: every run field of a cell (epochs from run.json, launcher, ...) and args.<name> columns
@@ -68,6 +69,7 @@ COLLECTOR_VERSION = 13  # 2: model_family, program, run.json typed; 3: campaign_
 # 12: `state`; a command's timeline divided by the epochs and steps it ran (none known: NaN);
 #     a command's start/end times, host and load from its exit record
 # 13: `interpreter` (workload.interpreter: as-written), a cell field
+# 14: a command's `strategy` is empty (not run.json's "horovod") unless horovodrun ran it
 INPUT_FILES = ("run.json", "metrics.json", "timeline.json", "steps.json", LOCAL_OUT, EXIT_NAME)
 NOT_RUN = ("no metrics.json", NOT_RUN_OUTPUT)  # a run with no results yet: unfinished
 NAN = float("nan")
@@ -109,6 +111,15 @@ class Collected:
         """The tidy table of the measured `rows` (`frame_of`), built once."""
         return frame_of(self.rows)
 
+    @cached_property
+    def metric(self) -> ScalingMetric:
+        """What the throughput (or time) column holds: as the rows say, else as the campaign
+        file declares (a command whose every run is unparsed still names its own metric)."""
+        metric = ScalingMetric.of_rows(self.rows)
+        if metric.command:
+            return metric
+        return declared_metric(self.directory / "campaign.yaml") or metric
+
     @property
     def context(self) -> TableContext:
         """What travels beside the table (planned, problems, unfinished, stale runs), for the
@@ -120,7 +131,7 @@ class Collected:
             unfinished=self.unfinished,
             stale=self.stale,
             stale_included=self.stale_included,
-            metric=ScalingMetric.of_rows(self.rows),
+            metric=self.metric,
             not_completed=self.not_completed,
         )
 

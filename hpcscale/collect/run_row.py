@@ -34,6 +34,8 @@ TRUNCATION_NOTE = (
     "out unless --include-partial-timelines"
 )
 NAN = float("nan")
+HOROVODRUN = "horovodrun"  # the one launcher that says a command's program is Horovod's
+NO_STRATEGY = ""  # a command's strategy column: not "horovod" (empty, yet a groupable value)
 
 
 class RunProblem(Exception):
@@ -63,7 +65,11 @@ def planned_row(run_dir: Path) -> dict[str, Any] | None:
 def run_fields(rec: RunRecord) -> dict[str, Any]:
     """The run's fields as table columns: run.json's fields, then each workload argument as
     `args.<name>` (what tells a run's cell apart, besides its fields)."""
-    return {**{col: getattr(rec, col, None) for col in RUN_COLUMNS}, **args_as_columns(rec.args)}
+    fields = {col: getattr(rec, col, None) for col in RUN_COLUMNS}
+    if rec.command is not None and rec.launcher != HOROVODRUN:
+        # run.json's default says horovod; the user's own program may use no framework at all
+        fields["strategy"] = NO_STRATEGY
+    return {**fields, **args_as_columns(rec.args)}
 
 
 def _mean(values: Iterable[float]) -> float:

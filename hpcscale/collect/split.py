@@ -1,6 +1,6 @@
 """Compute / communication split of one run, two ways.
 
-1. The seed report's arithmetic (seed 001) from per-epoch totals: delegated to
+1. Vemparala Narayana Murthy's arithmetic (the GAN study) from per-epoch totals: delegated to
    `hpcscale.analysis.overlap.split` so there is one definition (`seed_split` below).
 2. The exact view: rank 0's own step spans (`steps.json`, written by the job harness) swept
    against the timeline's communication intervals (`comm_s`: the top-level collectives, unioned

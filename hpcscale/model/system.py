@@ -220,6 +220,7 @@ class System(BaseModel):
         description="the jobs run on this machine, so `validate` and `submit` can check that "
         "the data and weights paths they read exist (default: yes for scheduler: local)",
     )
+    site_examples: list[str] = Field(default_factory=list)  # see hpcscale.model.site_examples
     _source: Source | None = PrivateAttr(default=None)  # the profile file, for located errors
 
     @field_validator("name")

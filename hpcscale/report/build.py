@@ -34,6 +34,7 @@ from hpcscale.report.fmt import shared_display
 from hpcscale.report.model import CampaignReport, Section, Table
 from hpcscale.report.sections import campaign_report
 from hpcscale.report.sections.scaling import system_max_nodes
+from hpcscale.report.sections.unparsed import reason_line
 from hpcscale.util.reportdir import MARKER_TEXT, REPORT_MARKER
 
 if TYPE_CHECKING:
@@ -89,9 +90,11 @@ def build(
         src = (sources or {}).get(cdir) or campaign_source(cdir)
         runs, ctx = table_and_context(load(src))
         if runs.empty:
-            if any_failed(ended := unfinished_runs(src.dir, include_stale)):  # say why instead
+            ended = unfinished_runs(src.dir, include_stale)
+            if any_failed(ended) or ctx.unreadable:  # say why instead (failed, or unparsed)
                 prov = provenance_section(src)
-                reports.append(failures_report(src.name, src.description, ended, prov))
+                reports.append(failures_report(src.name, src.description, ended, prov,
+                                               ctx.unreadable, src.dir))  # fmt: skip
                 failed.append(src.name)
             else:
                 empty.append(src.name)
@@ -114,7 +117,7 @@ def build(
         unfinished = list(ctx.unfinished)
         if unfinished:
             rep.notes.append(f"{len(unfinished)} run(s) not finished yet: {', '.join(unfinished)}")
-        rep.notes += [f"run {rid}: {reason}" for rid, reason in ctx.problems]
+        rep.notes += [f"run {rid}: {reason_line(reason)}" for rid, reason in ctx.problems]
         reports.append(rep)
     if not reports:
         names = ", ".join(empty) or "none"

@@ -72,13 +72,24 @@ def display(frame: pd.DataFrame, drop_empty: bool = True) -> pd.DataFrame:
     source = frame
     if drop_empty and len(frame):
         frame = frame.loc[:, frame.notna().any(axis=0)]
-    out = pd.DataFrame(index=frame.index)
-    for col in frame.columns:
-        out[col] = [cell(v) for v in frame[col].tolist()]
-    out = out.reset_index(drop=True)
+    shown = {col: _column(frame[col]) for col in frame.columns}
+    out = pd.DataFrame(shown, index=pd.RangeIndex(len(frame)), columns=list(shown))
     if memo is not None:
         memo[key] = (source, out)
     return out
+
+
+def _column(values: pd.Series) -> list[str]:
+    """`cell` of each value: a float column's values formatted directly, any other column's
+    each distinct value once (a sweep's columns repeat a few settings a thousand times)."""
+    items = values.tolist()
+    if values.dtype == "float64":
+        return [_real(v) for v in items]
+    try:
+        shown = {(type(v), v): cell(v) for v in items}  # by type too: True == 1, shown apart
+    except TypeError:  # unhashable values (lists): each on its own
+        return [cell(v) for v in items]
+    return [shown[type(v), v] for v in items]
 
 
 @contextmanager

@@ -99,26 +99,29 @@ def table_html(frame: pd.DataFrame, title: str) -> Markup:
     if shown.empty:
         return Markup("<p><em>(no rows)</em></p>")
     columns = [str(c) for c in shown.columns]
-    rows = shown.astype(str).values.tolist()
-    num = [numeric_column([r[i] for r in rows]) for i in range(len(columns))]
-    # joined here, not in a Jinja template: its call per cell was most of a big report's time
+    values = [shown[c].astype(str).tolist() for c in shown.columns]
+    num = [numeric_column(col) for col in values]
+    # joined here, not in a Jinja template: its call per cell was most of a big report's time;
+    # each distinct value of a column escaped once (a sweep repeats its settings)
     cls = [str(_cell_class(n)) for n in num]
     head = "".join(
         f'<th scope="col"{c}>{escape(t)}</th>' for c, t in zip(cls, columns, strict=True)
     )
-    body = "".join(
-        "<tr>"
-        + "".join(
-            f"<td{c if v not in ('PASS', 'FAIL') else _cell_class(n, v)}>{escape(v)}</td>"
-            for c, n, v in zip(cls, num, row, strict=True)
-        )
-        + "</tr>\n"
-        for row in rows
-    )
+    cells = [_cells(c, n, col) for c, n, col in zip(cls, num, values, strict=True)]
+    body = "".join("<tr>" + "".join(row) + "</tr>\n" for row in zip(*cells, strict=True))
     return Markup(
         f"<table>\n<caption>{escape(title)}</caption>\n<thead><tr>{head}</tr></thead>\n"
         f"<tbody>\n{body}</tbody>\n</table>"
     )
+
+
+def _cells(cls: str, numeric: bool, column: list[str]) -> list[str]:
+    """A column's `<td>` elements: its class, PASS/FAIL marked, the value escaped."""
+    td = {
+        v: f"<td{cls if v not in ('PASS', 'FAIL') else _cell_class(numeric, v)}>{escape(v)}</td>"
+        for v in set(column)
+    }
+    return [td[v] for v in column]
 
 
 def alt_text(plot: Plot) -> str:

@@ -50,12 +50,18 @@ def table_md(frame: pd.DataFrame) -> str:
     if shown.empty:
         return "_(no rows)_"
     header = [safe(str(c)).replace("|", "\\|") for c in shown.columns]
-    columns = [[safe(v).replace("|", "\\|") for v in shown[c].tolist()] for c in shown.columns]
+    columns = [_cells(shown[c].tolist()) for c in shown.columns]
     if any("\n" in v or "\x1b" in v for col in [header, *columns] for v in col):
         shown = pd.DataFrame(dict(enumerate(columns)))  # multi-line cells: tabulate's layout
         shown.columns = header
         return shown.to_markdown(index=False, tablefmt="github", disable_numparse=True)
     return _github(header, columns)
+
+
+def _cells(column: list[str]) -> list[str]:
+    """A column's cells made `safe`, pipes escaped: each distinct value once."""
+    made = {v: safe(v).replace("|", "\\|") for v in set(column)}
+    return [made[v] for v in column]
 
 
 def _github(header: list[str], columns: list[list[str]]) -> str:
@@ -68,10 +74,8 @@ def _github(header: list[str], columns: list[list[str]]) -> str:
     ]
     lines = ["| " + " | ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)) + " |"]
     lines.append("|" + "|".join("-" * (w + 2) for w in widths) + "|")
-    lines += [
-        "| " + " | ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)) + " |"
-        for row in zip(*columns, strict=True)
-    ]
+    padded = [[v.ljust(w) for v in col] for col, w in zip(columns, widths, strict=True)]
+    lines += ["| " + " | ".join(row) + " |" for row in zip(*padded, strict=True)]
     return "\n".join(lines)
 
 

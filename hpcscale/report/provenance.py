@@ -98,9 +98,10 @@ def system_table(name: str | None, campaign_dir: Path) -> tuple[pd.DataFrame, st
     if not name:
         return pd.DataFrame(columns=["Setting", "Value"]), "no system profile recorded"
     from hpcscale.model.system import load_system
+    from hpcscale.state.claim import file_dir
 
     try:
-        system = load_system(name, relative_to=campaign_dir)
+        system = load_system(name, relative_to=file_dir(campaign_dir))
     except (HpcscaleError, OSError) as exc:
         return pd.DataFrame([{"Setting": "name", "Value": name}]), f"profile not loadable: {exc}"
     fields = (

@@ -39,3 +39,10 @@ def claim(cdir: Path, campaign_file: Path) -> None:
     """Record `campaign_file` as the owner of `cdir` (after a render into it)."""
     if cdir.is_dir():
         atomic_write(cdir / OWNER_FILE, os.path.abspath(campaign_file) + "\n")
+
+
+def file_dir(cdir: Path) -> Path:
+    """The folder the campaign's relative paths (a `system: local.yaml` beside it) are read
+    from: the owning file's, else the campaign directory (a copy of the file lies there)."""
+    owner = owner_of(cdir)
+    return owner.parent if owner is not None and owner.parent.is_dir() else cdir

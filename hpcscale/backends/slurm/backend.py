@@ -3,13 +3,14 @@ development one, only through the standard SLURM environment (SLURM_CONF, PATH).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from hpcscale.backends.base import Backend, BackendOptions, Refreshed, Submission
-from hpcscale.backends.slurm import arrays, limits, submit, sync
+from hpcscale.backends.slurm import arrays, limits, stop, submit, sync
 from hpcscale.backends.slurm.repair import has_intents
 from hpcscale.model.errors import InputError
 from hpcscale.model.system import load_system
@@ -62,7 +63,8 @@ class SlurmBackend(Backend):
         self, rendered: Sequence[Rendered], ledger: Ledger, options: BackendOptions
     ) -> Submission:
         assert isinstance(options, SlurmOptions)
-        return submit.submit_runs(
+        since = time.time()
+        out = submit.submit_runs(
             rendered,
             ledger,
             self.campaign_dir,
@@ -72,9 +74,14 @@ class SlurmBackend(Backend):
             reporter=self.reporter,
             follow=options.follow,
         )
+        if out.submitted:  # what the refreshes of these runs enforce (stop.py)
+            stop.remember(self.campaign_dir, options.max_failures, since)
+        return out
 
     def refresh(self, ledger: Ledger) -> Refreshed:
-        return sync.refresh(ledger, self.campaign_dir)
+        out = sync.refresh(ledger, self.campaign_dir)
+        out += stop.stop_after_same_failures(ledger, self.campaign_dir)
+        return out
 
     def cancel(self, ledger: Ledger, run_ids: Sequence[str]) -> list[str]:
         return submit.cancel(ledger, run_ids)

@@ -11,14 +11,15 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from hpcscale.analysis.metric import COLUMN_OF_KIND
+from hpcscale.analysis.metric import COLUMN_OF_KIND, THROUGHPUT, ScalingMetric
 from hpcscale.collect.readers.extract import Unparsed, extract, refused
 from hpcscale.collect.readers.mllog import read_mllog
 from hpcscale.formats.exit_record import read_exit_record
@@ -31,6 +32,8 @@ from hpcscale.util.logtail import tail
 NAN = float("nan")
 NOT_RUN = "no output"  # the collector counts such a run as unfinished, as with no metrics.json
 UNPARSED = "unparsed"
+LAST_LINES = "last lines"
+LINE_INDENT = "    "  # the output's last lines, under the problem that shows them
 # Extracted names that fill the table's list columns, and series names MLLOG logs use for them.
 LISTS = ("epoch_times_s", "train_accuracy", "val_accuracy", "train_loss", "val_loss")
 SERIES_NAMES = {"loss": "train_loss", "accuracy": "train_accuracy", "eval_loss": "val_loss"}
@@ -92,6 +95,22 @@ def _reading_cached(path: Path, size: int, mtime_ns: int) -> _Reading:
     return _Reading(tuple(extractors), mllog, figure, kind, _tolerance(data.get("collect")))
 
 
+def declared_metric(campaign_file: Path) -> ScalingMetric | None:
+    """The figure a command campaign's file declares (`workload.throughput` or `time`, its
+    extractor's unit): what its tables are headed with when no run gave a row to say it.
+    None for a bundled program's campaign or a file that cannot be read."""
+    try:
+        reading = _reading(campaign_file)
+    except CommandProblem:
+        return None
+    if reading.figure is None:
+        return None
+    unit = next((e.unit for e in reading.extractors if e.name == reading.figure), None)
+    if unit is None:  # a preset's figure (mllog's images_per_s)
+        unit = "images/s" if reading.figure == COLUMN_OF_KIND[THROUGHPUT] else ""
+    return ScalingMetric(reading.figure, unit, reading.kind, command=True)
+
+
 def _tolerance(collect: Any) -> float:
     """The campaign's `collect: {rank_tolerance: ...}` (validate checked it), else 5 %."""
     value = collect.get("rank_tolerance") if isinstance(collect, dict) else None
@@ -110,8 +129,55 @@ def rank_files(run_dir: Path, ranks: int) -> dict[int, Path] | None:
 
 
 def _unparsed(u: Unparsed) -> str:
-    text = f"{UNPARSED}: {u.message()}"
-    return f"{text}; last lines:\n{u.last_lines}" if u.last_lines else text
+    return _with_lines(f"{UNPARSED}: {u.message()}", u.last_lines)
+
+
+def _with_lines(text: str, last: str | None) -> str:
+    """A problem's line, then the output's last lines indented under it: each run's block
+    reads as its own (`unparsed_parts` reads them back for the report)."""
+    if not last:
+        return text
+    return f"{text}; {LAST_LINES}:\n" + "\n".join(LINE_INDENT + ln for ln in last.splitlines())
+
+
+@dataclass(frozen=True)
+class UnparsedPart:
+    """One required metric a run's output did not give, read back from its reason."""
+
+    metric: str
+    why: str
+    pattern: str | None  # None: the metric was found, but not the throughput/time it names
+    file: str
+    last_lines: tuple[str, ...]
+
+
+_HEAD = re.compile(
+    rf"^{UNPARSED}: (?P<metric>[^:\s]+): (?P<why>.+?) \(pattern `(?P<pattern>.*)` in "
+    rf"(?P<file>.+)\)(?:; {LAST_LINES}:)?$"
+)
+_FIGURE = re.compile(
+    rf"^{UNPARSED}: (?P<metric>[^:\s]+): (?P<why>the \w+ metric, not given by the output) "
+    rf"\((?P<file>.+?)\)(?:; .*)?$"
+)
+
+
+def unparsed_parts(reason: str) -> list[UnparsedPart]:
+    """The metrics a run's reason (`read_command_run`'s CommandProblem) names as unparsed, each
+    with its pattern and the last lines shown under it; [] for any other reason."""
+    parts: list[UnparsedPart] = []
+    lines: list[str] = []
+    for line in [*reason.splitlines(), ""]:
+        if line.startswith(LINE_INDENT) and parts:
+            lines.append(line[len(LINE_INDENT) :])
+            continue
+        if parts and lines:
+            parts[-1] = replace(parts[-1], last_lines=tuple(lines))
+        lines = []
+        if m := _HEAD.match(line):
+            parts.append(UnparsedPart(m["metric"], m["why"], m["pattern"], m["file"], ()))
+        elif m := _FIGURE.match(line):
+            parts.append(UnparsedPart(m["metric"], m["why"], None, m["file"], ()))
+    return parts
 
 
 def read_command_run(run_dir: Path, rec: RunRecord) -> tuple[dict[str, Any], list[str]]:
@@ -143,10 +209,9 @@ def read_command_run(run_dir: Path, rec: RunRecord) -> tuple[dict[str, Any], lis
         if ex.name in got.values:
             _put(row, units, ex, got.values[ex.name], rec.ranks)
     if figure and _missing(row.get(figure)):
-        last = tail(out, lines=10)
         why = f"{UNPARSED}: {figure}: the {kind} metric, not given by the output ({out})"
         why += "".join(f"; {n}" for n in notes)  # the reader's own reason (MLLOG)
-        raise CommandProblem(f"{why}; last lines:\n{last}" if last else why)
+        raise CommandProblem(_with_lines(why, tail(out, lines=10)))
     column = COLUMN_OF_KIND[kind]
     if figure and figure != column:
         row[column] = row[figure]  # the scaling tables' column, labelled by the metric's name

@@ -45,7 +45,8 @@ class Unparsed:
     last_lines: str | None
 
     def message(self) -> str:
-        return f"{self.metric}: {self.reason} (pattern {self.pattern!r} in {self.file})"
+        # the pattern as the campaign wrote it (a repr doubled its backslashes: `[\\d.]`)
+        return f"{self.metric}: {self.reason} (pattern `{self.pattern}` in {self.file})"
 
 
 @dataclass

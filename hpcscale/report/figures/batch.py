@@ -1,5 +1,5 @@
 """Against the batch size: throughput (the batch sweep's curves), speedup over the smallest
-batch (seed 000's Fig. 5) and time per iteration and per epoch (seed 003's Goyal et al. Fig. 7)."""
+batch (Ahmad & Cai's Fig. 5) and time per iteration and per epoch (Goyal et al.'s Fig. 7)."""
 
 from __future__ import annotations
 
@@ -80,7 +80,7 @@ def batch_curves(rows: pd.DataFrame) -> Figure | None:
 
 @styled
 def batch_speedup(rows: pd.DataFrame) -> Figure | None:
-    """Speedup against the per-rank batch (seed 000's Fig. 5), one panel per measure
+    """Speedup against the per-rank batch (Ahmad & Cai's Fig. 5), one panel per measure
     (throughput, time to each target), one line per sweep; 1 = the sweep's smallest batch.
     `rows` is `analysis.batch.batch_speedups` output. Past MAX_LINES sweeps those with the
     highest and the lowest throughput speedup are drawn in every panel, the rest a band."""
@@ -128,7 +128,7 @@ def batch_speedup(rows: pd.DataFrame) -> Figure | None:
 @styled
 def iteration_times(rows: pd.DataFrame) -> Figure | None:
     """Time per iteration (left) and per epoch (right) against the global batch, as Goyal et
-    al.'s Fig. 7 (seed 003): one line per `line` of `analysis.batch.iteration_rows`. Drawn for
+    al.'s Fig. 7: one line per `line` of `analysis.batch.iteration_rows`. Drawn for
     three batch sizes or more (with two, the table says as much). Past MAX_LINES lines the
     fastest and the slowest epochs are drawn, the rest folded into a band (figures.fold)."""
     if rows.empty or rows.groupby("line")["global_batch"].nunique().max() < 3:

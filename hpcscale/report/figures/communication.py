@@ -22,7 +22,7 @@ from hpcscale.report.figures.style import (
     styled,
 )
 
-# The seed's split, and the exact view named by what it measures (vocab's exact_* labels).
+# Murthy's split, and the exact view named by what it measures (vocab's exact_* labels).
 PARTS = ("Computation only", "Overlap (compute and communication)", "Communication only")
 EXACT_PARTS = tuple(
     term(c).label for c in ("exact_compute_s", "exact_overlap_s", "exact_exposed_comm_s")
@@ -42,7 +42,7 @@ def overlap_bars(cells: pd.DataFrame) -> Figure | None:
     exact = exact and bool(rows["exact_compute_s"].notna().any())
     views = [
         (
-            "Timeline totals (the seed reports' arithmetic)",
+            "Timeline totals (Vemparala Narayana Murthy's arithmetic)",
             rows["compute_s"],
             rows["comm_s"] - rows["only_comm_s"],
             rows["only_comm_s"],
@@ -121,7 +121,7 @@ def fusion_heatmap(cells: pd.DataFrame) -> Figure | None:
             data = grid.to_numpy(float)
             im = ax.imshow(data, cmap=cmap, aspect="auto")
             _ticks(ax, [f"{v:g}" for v in grid.columns], [f"{v:g}" for v in grid.index], cell_w)
-            ax.set_xlabel("Fusion buffer (MB)")  # the seed tables' name for the threshold
+            ax.set_xlabel("Fusion buffer (MB)")  # Murthy's tables' name for the threshold
             ax.set_ylabel(term("cycle_time_ms").heading)
             ax.set_title(f"{what}: {title}", fontsize=9 if len(what) > 30 else None)
             ax.grid(False)

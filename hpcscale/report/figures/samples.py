@@ -1,5 +1,5 @@
-"""The GANs' sample grids (seeds 000 and 001 showed them by hand): the last grid of each run, and
-for StackGAN Stage-II its Stage-I grid of the same epoch beside it.
+"""The GANs' sample grids (Ahmad & Cai and Murthy showed them by hand): the last grid of each
+run, and for StackGAN Stage-II its Stage-I grid of the same epoch beside it.
 
 Unlike every other figure module this one reads files: `read_grids` decodes the PNGs the jobs
 wrote (matplotlib.image.imread) so the sections stay free of disk access and the report shows

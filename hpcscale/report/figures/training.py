@@ -1,5 +1,5 @@
-"""Learning curves per epoch (seed 004's accuracy plots, the GANs' losses), one line per scale,
-and epochs to the validation-accuracy plateau against GPUs or ranks (seed 004's last figure).
+"""Learning curves per epoch (Nelson's accuracy plots, the GANs' losses), one line per scale,
+and epochs to the validation-accuracy plateau against GPUs or ranks (Nelson's last figure).
 
 Gaps stay gaps: an epoch with no finite value is NaN in `analysis.curves`, and matplotlib
 breaks the line there (markers keep an isolated epoch visible)."""
@@ -47,7 +47,7 @@ AXIS_WORDS = {"gpus": "GPU count", "ranks": "rank count"}
 
 
 def scale_axis(cells: pd.DataFrame) -> str:
-    """GPUs when every cell ran on GPUs, else ranks (seed 004 counts GPUs)."""
+    """GPUs when every cell ran on GPUs, else ranks (Nelson counts GPUs)."""
     gpu = (cells["device"] == "gpu").all() and (cells["gpus"] > 0).all()
     return "gpus" if gpu else "ranks"
 

@@ -1,4 +1,4 @@
-"""Time per iteration against the batch (seed 003's Goyal et al. Fig. 7): how long one training
+"""Time per iteration against the batch (Goyal et al.'s Fig. 7): how long one training
 step takes as the batch grows, swept at a fixed scale or grown with the ranks (weak scaling)."""
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ def iteration_section(cells: pd.DataFrame, runs: pd.DataFrame) -> Section | None
     text = [
         (
             "Weak scaling: the global batch grows with the ranks (per-rank batch fixed), as in "
-            "Goyal et al.'s Fig. 7 (seed 003); ideally the time per iteration stays flat and the "
-            "time per epoch falls with the batch."
+            "Goyal et al.'s Fig. 7 (Accurate, Large Minibatch SGD, 2017); ideally the time per "
+            "iteration stays flat and the time per epoch falls with the batch."
             if weak
             else "The batch sweeps at a fixed scale: time per iteration against the global batch."
         ),

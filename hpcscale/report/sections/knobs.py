@@ -14,6 +14,7 @@ from hpcscale.analysis.curves import run_series
 from hpcscale.analysis.frame import normalise
 from hpcscale.analysis.metric import command_rows
 from hpcscale.analysis.overlap import WAITS_SUMMED
+from hpcscale.analysis.studies import MURTHY
 from hpcscale.model.targets import TargetSpec
 from hpcscale.report import figures
 from hpcscale.report.figures.batch import sweep_labels
@@ -50,7 +51,7 @@ def overlap_section(cells: pd.DataFrame) -> Section | None:
     if summed:
         text.append(
             f"{summed} of {len(timed)} cell(s) carry the two waits only apart (no union in "
-            "the data): there W is their sum, as in the seed reports, an upper bound on the "
+            f"the data): there W is their sum, as in {MURTHY}, an upper bound on the "
             "overlap, so Only communication is a lower bound. Where a sum exceeds C the split "
             "is left out."
         )
@@ -154,7 +155,7 @@ def hierarchical_section(cells: pd.DataFrame) -> Section | None:
 def batch_section(
     cells: pd.DataFrame, runs: pd.DataFrame | None = None, specs: Sequence[TargetSpec] = ()
 ) -> Section | None:
-    """The batch sweep's throughput, and its speedup over the smallest batch (seed 000's Fig. 5)
+    """The batch sweep's throughput, and its speedup over the smallest batch (Ahmad & Cai's Fig. 5)
     on throughput and, where `runs` reached a target (`specs`, else the default), on time to
     it."""
     rows = sweeps.batch_sweep(cells)
@@ -218,13 +219,13 @@ def _target_text(
     if reached:
         return (
             "; to a target, the smallest batch's wall time to it ÷ the cell's, every batch timed "
-            "to the same absolute target (" + ", ".join(s.text for s in specs) + "), as seed 000 "
-            "timed each batch to the same target loss."
+            "to the same absolute target (" + ", ".join(s.text for s in specs) + "), as Ahmad "
+            "& Cai timed each batch to the same target loss."
         )
     how = (
         "set an absolute one with `targets:` in the campaign or `--target` (e.g. "
-        "`val_accuracy>=0.8`, `g_loss<=1.2`) to time every batch to the same target, as seed "
-        "000 did with a target loss."
+        "`val_accuracy>=0.8`, `g_loss<=1.2`) to time every batch to the same target, as Ahmad "
+        "& Cai did with a target loss."
     )
     unrecorded = _unrecorded(specs, runs)
     if unrecorded:

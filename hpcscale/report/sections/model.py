@@ -1,11 +1,12 @@
-"""The parameter-count table (seed 001's "Model Parameters"): each network's size per model,
-read from the runs' metrics.json (`params`, `param_count`)."""
+"""The parameter-count table (Vemparala Narayana Murthy's "Model Parameters"): each network's
+size per model, read from the runs' metrics.json (`params`, `param_count`)."""
 
 from __future__ import annotations
 
 import pandas as pd
 
 from hpcscale.analysis.params import param_table
+from hpcscale.analysis.studies import MURTHY
 from hpcscale.report.model import Section, Table
 
 
@@ -19,7 +20,7 @@ def params_section(runs: pd.DataFrame) -> Section | None:
         [
             "Parameters per network (trainable and frozen) as the runs recorded them, their total, "
             "and the trainable parameters of all networks. Small networks scale less well: "
-            "there is less compute per byte all-reduced (seed 001)."
+            f"there is less compute per byte all-reduced ({MURTHY})."
         ],
         [Table("params", "Parameters per model", table)],
     )

@@ -20,6 +20,7 @@ from hpcscale.analysis import tables
 from hpcscale.analysis.context import TableContext
 from hpcscale.analysis.quality import INPUT_BOUND, Flag
 from hpcscale.report.model import Section, Table
+from hpcscale.report.sections.unparsed import reason_line, unparsed_text
 
 TITLE = "Data quality"
 FLAGS_COLUMN = "Flags"
@@ -51,7 +52,7 @@ def quality_section(
     list."""
     ctx = context or TableContext()
     cell_of = _cells_by_run(runs, ctx)
-    rows = [[f.run_id, cell_of(f.run_id), f.kind, f.action, f.reason] for f in flags]
+    rows = [[f.run_id, cell_of(f.run_id), f.kind, f.action, reason_line(f.reason)] for f in flags]
     cut = {f.run_id for f in flags if f.kind == "timeline_truncated"}  # its note said the same
     unreadable = {rid for rid, _ in ctx.unreadable}
     for rid, why in ctx.problems:
@@ -65,8 +66,10 @@ def quality_section(
         return Section("quality", TITLE, [NONE_TEXT])
     if any(f.kind == INPUT_BOUND for f in flags):
         text.append(INPUT_BOUND_TEXT)
+    said, lines = unparsed_text(ctx.unreadable)  # a metric that matched nothing, and where
     frame = pd.DataFrame(rows, columns=["Run", "Cell", "Kind", "Action", "Reason"])
-    return Section("quality", TITLE, text, [Table("quality", "Runs left out or flagged", frame)])
+    tables = [Table("quality", "Runs left out or flagged", frame), *lines]
+    return Section("quality", TITLE, [*text, *said], tables)
 
 
 def mark_flagged(

@@ -11,7 +11,8 @@ import pandas as pd
 from hpcscale.analysis import tables
 from hpcscale.analysis.extrapolate import comm_cost, extrapolate, predict_at, refusals
 from hpcscale.analysis.intervals import note
-from hpcscale.analysis.metric import compared_on, strong_rule
+from hpcscale.analysis.metric import command_rows, compared_on, strong_rule
+from hpcscale.analysis.studies import AHMAD_CAI
 from hpcscale.analysis.sweeps import scaled_groups
 from hpcscale.model.errors import HpcscaleError
 from hpcscale.report import figures
@@ -124,11 +125,9 @@ def efficiency_section(cells: pd.DataFrame) -> Section | None:
     text = [
         strong_rule(scaled) + " Weak scaling is judged on throughput: efficiency = "
         "X_N / (N·X₁), with N the scale relative to the baseline.",
-        'Scaling loss is seed 000\'s "communication overhead", kept for comparison with it: '
-        "1/efficiency − 1 = (N·T_N − T₁)/T₁ (8.70 % goes with an efficiency of 0.92). It counts "
-        "all scaling loss, not only communication. The measured communication share beside it "
-        "is communication per epoch from the Horovod timeline / epoch time (empty without a "
-        "timeline).",
+        f'Scaling loss is the "communication overhead" of {AHMAD_CAI}, kept for comparison '
+        "with it: 1/efficiency − 1 = (N·T_N − T₁)/T₁ (8.70 % goes with an efficiency of 0.92). "
+        "It counts all scaling loss, not only communication." + _comm_share_text(overhead, scaled),
         *([SPAN_SHARE_TEXT] if tables.COMM_SPAN_SHARE_LABEL in overhead.columns else []),
         *([KARP_FLATT_TEXT] if _has_karp_flatt(scaled) else []),
     ]
@@ -139,7 +138,9 @@ def efficiency_section(cells: pd.DataFrame) -> Section | None:
         [
             Table(
                 "overhead",
-                "Scaling loss (seed 000's overhead), measured communication and efficiency",
+                "Scaling loss (Ahmad & Cai's overhead), measured communication and efficiency"
+                if _comm_measured(overhead)
+                else "Scaling loss (Ahmad & Cai's overhead) and efficiency",
                 with_karp_flatt(overhead, scaled),
                 interval_note(scaled, ("speedup", "efficiency")),
             )
@@ -157,6 +158,25 @@ def efficiency_section(cells: pd.DataFrame) -> Section | None:
             ),
         ),
     )
+
+
+def _comm_measured(overhead: pd.DataFrame) -> bool:
+    """Whether the overhead table has a measured communication share (a timeline was read)."""
+    cols = (tables.COMM_SHARE_LABEL, tables.COMM_SPAN_SHARE_LABEL)
+    return any(c in overhead.columns and overhead[c].notna().any() for c in cols)
+
+
+def _comm_share_text(overhead: pd.DataFrame, cells: pd.DataFrame) -> str:
+    """What the measured communication share is, or, with none, where one would come from: a
+    user's own program is not said to be Horovod's."""
+    if tables.COMM_SHARE_LABEL in overhead and overhead[tables.COMM_SHARE_LABEL].notna().any():
+        return (
+            " The measured communication share beside it is communication per epoch from the "
+            "Horovod timeline / epoch time."
+        )
+    if _comm_measured(overhead) or bool(command_rows(cells).all()):  # span share: its own text
+        return ""
+    return " No communication share is measured without a Horovod timeline (`collect --timeline`)."
 
 
 def with_karp_flatt(table: pd.DataFrame, scaled: pd.DataFrame) -> pd.DataFrame:
@@ -258,8 +278,9 @@ def system_max_nodes(system: str | None, campaign_dir: Path) -> int | None:
     if not system:
         return None
     from hpcscale.model.system import load_system
+    from hpcscale.state.claim import file_dir
 
     try:
-        return int(load_system(system, relative_to=campaign_dir).max_nodes)
+        return int(load_system(system, relative_to=file_dir(campaign_dir)).max_nodes)
     except (HpcscaleError, OSError):
         return None

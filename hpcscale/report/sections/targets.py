@@ -9,6 +9,7 @@ from collections.abc import Sequence
 import pandas as pd
 
 from hpcscale.analysis import tables
+from hpcscale.analysis.metric import command_rows
 from hpcscale.analysis.targets import PLATEAU_TOL, PLATEAU_WINDOW, campaign_targets
 from hpcscale.model.targets import TargetSpec
 from hpcscale.report import figures
@@ -35,6 +36,13 @@ WHY_NO_DEFAULT = {
     "gan": "no single GAN loss falls as the model improves",
     "unknown": "hpcscale cannot tell which of a program's figures measures its progress",
 }
+OWN_NO_DEFAULT = (
+    "No time to target by default: hpcscale cannot tell which of your program's figures measures "
+    "its progress. Set a target on a per-epoch series its extractors read (`reduce: series`), "
+    "in the campaign file (`targets: ['val_accuracy>=0.8']`) or on the command line (`hpcscale "
+    "report NAME --target 'val_accuracy>=0.8'`, repeatable; `<=` for a loss)."
+)
+CURVES = ("train_loss", "val_loss", "train_accuracy", "val_accuracy", "losses")
 PLACEHOLDER_NOTE = (
     " The campaign marks this value a placeholder (`placeholder: true`): it stands in for a "
     "target the study did not give, so times to it are not the study's; set the real one in "
@@ -63,7 +71,13 @@ def target_section(
             "Target: validation accuracy plateau (source: default for classifiers, "
             "model_family cnn). " + PLATEAU_RULE
         )
-    if found.unset and not found.specs:
+    own = bool(len(runs)) and bool(command_rows(runs).all())  # the user's own program only
+    if own and found.unset and not found.specs:
+        if not _has_curves(runs):  # nothing a target could be read from: no section
+            notes.append("time to target: your program recorded no per-epoch loss or accuracy")
+            return None
+        text.append(OWN_NO_DEFAULT)
+    elif found.unset and not found.specs:
         kinds = ", ".join(found.unset)
         why = [WHY_NO_DEFAULT[k] for k in found.unset if k in WHY_NO_DEFAULT]
         text.append(
@@ -96,4 +110,14 @@ def target_section(
             "Time to target against ranks",
             figures.time_to_target(cells),
         ),
+    )
+
+
+def _has_curves(runs: pd.DataFrame) -> bool:
+    """Whether any run recorded a per-epoch loss or accuracy (a target could be read off it)."""
+    return any(
+        not isinstance(v, str) and hasattr(v, "__len__") and len(v) > 0  # a list or an array
+        for col in CURVES
+        if col in runs.columns
+        for v in runs[col]
     )

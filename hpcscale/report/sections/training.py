@@ -1,6 +1,6 @@
-"""The training sections: learning curves per epoch, one line per scale (seed 004's accuracy
-plots, the GANs' losses), epochs to the validation-accuracy plateau against GPUs (seed 004's
-last figure), and the last sample grid of each GAN run (seeds 000 and 001).
+"""The training sections: learning curves per epoch, one line per scale (Nelson's accuracy
+plots, the GANs' losses), epochs to the validation-accuracy plateau against GPUs (Nelson's last
+figure), and the last sample grid of each GAN run (as Ahmad & Cai and Murthy showed them).
 
 The curves are `analysis.curves`; the plateau is `analysis.targets` (the same rule as the
 time-to-target section). The sample grids are the one figure read from disk
@@ -17,6 +17,7 @@ import pandas as pd
 from hpcscale.analysis.curves import gaps, has_accuracy, learning_curves, per_epoch
 from hpcscale.analysis.frame import normalise
 from hpcscale.analysis.metric import command_rows
+from hpcscale.analysis.studies import NELSON
 from hpcscale.analysis.tables import with_args
 from hpcscale.analysis.targets import campaign_targets, target_lines
 from hpcscale.report import labels as lbl
@@ -59,8 +60,9 @@ def final_table(cells: pd.DataFrame, curves: pd.DataFrame) -> pd.DataFrame:
     that epoch is a gap), with the plateau epoch added by the caller. Built with one groupby
     over the curves (not a filter of the curves per cell: quadratic in cells)."""
     axis = scale_axis(cells)
-    metrics = [m for m in FINAL_COLUMNS if m in set(curves["metric"])]
-    metrics += sorted(set(curves["metric"]) - set(FINAL_COLUMNS))
+    present = set(curves["metric"].tolist())  # once: not a set of the whole column per name
+    metrics = [m for m in FINAL_COLUMNS if m in present]
+    metrics += sorted(present - set(FINAL_COLUMNS))
     ordered = cells.sort_values(["group", axis, "nodes"], kind="stable")
     last = curves.groupby("cell")["epoch"].max()
     at_last = curves[curves["epoch"].to_numpy() == curves["cell"].map(last).to_numpy()]
@@ -147,8 +149,8 @@ def training_section(runs: pd.DataFrame, notes: list[str]) -> Section | None:
     table = final_table(cells, curves)
     source = curve_source(runs)
     text = [
-        f"Per-epoch values as the runs recorded them ({source}), one line per scale: seed "
-        "004 compared the training and validation accuracy of 1, 2 and 4 GPUs this way. "
+        f"Per-epoch values as the runs recorded them ({source}), one line per scale: "
+        f"{NELSON} compared the training and validation accuracy of 1, 2 and 4 GPUs this way. "
         "Accuracy is a fraction (1 = every image right)."
         if has_accuracy(curves)
         else f"Each loss per epoch as the runs recorded them ({source}), one line per scale "
