@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from hpcscale.backends import script_for
 from hpcscale.formats.run_record import campaign_version_of
 from hpcscale.render.render import render_all
 from hpcscale.results import Planned, RenderedCampaign
@@ -34,8 +35,9 @@ def write_campaign(
     wd = Path(workdir) if workdir else None
     cdir = campaign_dir(lc.campaign.name, wd)
     check_claim(cdir, lc.path, force)
-    rendered = render_all(planned.runs, lc.system, wd, text, workers=workers, progress=progress,
-                          record=not dry)  # fmt: skip
+    script = script_for(lc.system.scheduler)  # the scheduler's header and hosts line
+    rendered = render_all(planned.runs, lc.system, script, wd, text, workers=workers,
+                          progress=progress, record=not dry)  # fmt: skip
     if not dry:
         mark_stale(cdir, [r.run.run_id for r in rendered], campaign_version_of(text))
         claim(cdir, lc.path)

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from hpcscale.backends.base import Backend
+    from hpcscale.render.render import SchedulerScript
 
 # name -> "module:class", imported on first use (the SLURM backend needs submitit's SLURM parts)
 REGISTRY: dict[str, str] = {
@@ -19,6 +20,16 @@ REGISTRY: dict[str, str] = {
 }
 # The backend that runs a system's jobs, by the profile's `scheduler:`.
 FOR_SCHEDULER: dict[str, str] = {"slurm": "slurm", "local": "local"}
+# Each scheduler's part of a job script (its header, its hosts line): a module with `context`.
+SCRIPTS: dict[str, str] = {
+    "slurm": "hpcscale.backends.slurm.script",
+    "local": "hpcscale.backends.local_script",
+}
+
+
+def script_for(scheduler: str) -> SchedulerScript:
+    """The scheduler's part of a job script, for render (which never imports a backend)."""
+    return importlib.import_module(SCRIPTS[scheduler])  # type: ignore[return-value]
 
 
 def backend_class(name: str) -> type[Backend]:

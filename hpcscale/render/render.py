@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from functools import cache
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import jinja2
 import msgspec
@@ -49,16 +49,13 @@ def _template(system: System) -> jinja2.Template:
         raise UsageError(f"system {system.name!r}: {problem}") from None
 
 
-def slurm_time(minutes: int) -> str:
-    d, rem = divmod(minutes, 24 * 60)
-    h, m = divmod(rem, 60)
-    return f"{d}-{h:02d}:{m:02d}:00" if d else f"{h:02d}:{m:02d}:00"
+class SchedulerScript(Protocol):
+    """A scheduler's part of a job script (hpcscale.backends.script_for: each scheduler's
+    own module): `preamble` (its header lines: #SBATCH for SLURM), `hostlist` (the line that
+    writes the allocation's hosts to $HPCSCALE_HOSTFILE) and any names of its own a site's
+    template may use. Handed in by the caller, so render never imports a backend."""
 
-
-def job_name(campaign: str, run_id: str) -> str:
-    """Carries campaign and run id, so a lost ledger write can be repaired from squeue/sacct;
-    the campaign first, since squeue's NAME column shows only the first 8 characters."""
-    return f"{campaign}.hpcscale.{run_id}"
+    def context(self, run: Run, system: System, run_dir: str, run_id: str) -> dict[str, Any]: ...
 
 
 @dataclass(frozen=True)
@@ -85,7 +82,9 @@ class Rendered:
         return cls(run, run_dir, script, Shell(""), Shell(""), {})
 
 
-def render_run(run: Run, system: System, run_dir: Path, rid: str | None = None) -> Rendered:
+def render_run(
+    run: Run, system: System, script: SchedulerScript, run_dir: Path, rid: str | None = None
+) -> Rendered:
     env: dict[str, object] = {**system.env_for(run), **horovod_env(run)}
     dir_text = os.fspath(run_dir)  # templates get the directory as text
     if run.command is None:
@@ -105,24 +104,22 @@ def render_run(run: Run, system: System, run_dir: Path, rid: str | None = None) 
         "run": run,
         "run_id": rid,
         "system": system,
-        "job_name": job_name(run.campaign, rid),
         "run_dir": dir_text,
         "cwd": run.cwd or dir_text,  # where the program starts: a command's own directory
-        "time": slurm_time(run.time_limit_min),
         "partition": system.partition_for(run),
         "modules": system.modules_for(run),
         "env": env,
         "launch": launch_text,
         "program": program_text,
         "needs_hostfile": needs_hostfile(run, system),
-        "gpu_option": system.gpu_option(run.gpus_per_node),
         # the user's own shell lines, printed as given: Shell, so never quoted (and a printed
         # value is never evaluated as a template, so `{{ ... }}` in them stays text)
         "setup": [Shell(line) for line in system.setup],
         "quote": quote,
+        **script.context(run, system, dir_text, rid),
     }
-    script = _render_template(_template(system), context)
-    return Rendered(run, run_dir, script, program_text, launch_text, env)
+    text = _render_template(_template(system), context)
+    return Rendered(run, run_dir, text, program_text, launch_text, env)
 
 
 @cache
@@ -190,6 +187,7 @@ def _write_into(rendered: list[Rendered], stage: Path, version: str | None) -> N
 def _render_slice(
     runs: list[Run],
     system: System,
+    script: SchedulerScript,
     runs_dir: Path,
     stage: Path | None,
     version: str | None = None,
@@ -198,7 +196,7 @@ def _render_slice(
     rendered = []
     for run in runs:
         rid = run.run_id  # hashed once per run here
-        rendered.append(render_run(run, system, runs_dir / rid, rid))
+        rendered.append(render_run(run, system, script, runs_dir / rid, rid))
         if tick is not None and len(rendered) % PROGRESS_EVERY == 0:
             tick(len(rendered))
     if stage is not None:  # only once every run of the slice rendered: an error writes nothing
@@ -234,13 +232,14 @@ def _worker(
     conn: Connection,
     runs: list[Run],
     system: System,
+    script: SchedulerScript,
     runs_dir: Path,
     stage: Path | None,
     version: str | None = None,
 ) -> None:
     """Runs in a forked child: everything it needs was inherited, only results are sent."""
     try:
-        rendered = _render_slice(runs, system, runs_dir, stage, version)
+        rendered = _render_slice(runs, system, script, runs_dir, stage, version)
         out = [(r.script, r.program, r.launch, r.env) for r in rendered]
         conn.send_bytes(_RESULTS.encode(("ok", out)))
     except UsageError as exc:
@@ -254,6 +253,7 @@ def _worker(
 def _render_parallel(
     runs: list[Run],
     system: System,
+    script: SchedulerScript,
     runs_dir: Path,
     stage: Path | None,
     workers: int,
@@ -272,13 +272,13 @@ def _render_parallel(
     try:
         for part in slices[1:]:
             recv, send = ctx.Pipe(duplex=False)
-            args = (send, part, system, runs_dir, stage, version)
+            args = (send, part, system, script, runs_dir, stage, version)
             p = ctx.Process(target=_worker, args=args, daemon=True)
             p.start()
             send.close()
             procs.append((p, recv))
         tick = None if progress is None else (lambda done: progress(done, len(runs)))
-        rendered = _render_slice(slices[0], system, runs_dir, stage, version, tick)
+        rendered = _render_slice(slices[0], system, script, runs_dir, stage, version, tick)
         for k, ((p, recv), part) in enumerate(zip(procs, slices[1:], strict=True), start=2):
             try:
                 status, payload = msgspec.msgpack.decode(recv.recv_bytes())
@@ -310,6 +310,7 @@ def _render_parallel(
 def render_all(
     runs: list[Run],
     system: System,
+    script: SchedulerScript,
     workdir: Path | None,
     campaign_yaml: str,
     *,
@@ -341,10 +342,12 @@ def render_all(
                 shutil.rmtree(stage, ignore_errors=True)
                 stage.mkdir(parents=True)
             if n > 1:
-                rendered = _render_parallel(runs, system, runs_dir, stage, n, version, progress)
+                rendered = _render_parallel(
+                    runs, system, script, runs_dir, stage, n, version, progress
+                )
             else:
                 tick = None if progress is None else (lambda done: progress(done, len(runs)))
-                rendered = _render_slice(runs, system, runs_dir, stage, version, tick)
+                rendered = _render_slice(runs, system, script, runs_dir, stage, version, tick)
             if progress is not None:
                 progress(len(runs), len(runs))
             if keep_version(cdir, version, campaign_yaml):

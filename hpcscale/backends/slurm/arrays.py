@@ -9,8 +9,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from hpcscale.backends.slurm.script import job_name
 from hpcscale.formats.atomic import atomic_write
-from hpcscale.render.render import Rendered, job_name
+from hpcscale.render.render import Rendered
 
 ARRAYS = "arrays"
 DEFAULT_MAX_ARRAY_SIZE = 1001  # SLURM's default MaxArraySize: indices 0..1000

@@ -13,7 +13,7 @@ from typing import Any
 
 from hpcscale.backends.slurm import query
 from hpcscale.backends.slurm.arrays import arrays_dir, read_runs
-from hpcscale.render.render import job_name
+from hpcscale.backends.slurm.script import job_name
 from hpcscale.state.ledger import Ledger
 from hpcscale.state.states import RunState
 
