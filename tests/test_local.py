@@ -22,21 +22,27 @@ from .conftest import hpcscale
 pytestmark = [pytest.mark.mpi, pytest.mark.horovod]
 
 
-def tiny_campaign(tmp_path: Path, name: str = "tiny", **matrix: object) -> Path:
+def _campaign(folder: Path, name: str, workload: dict[str, object], **matrix: object) -> Path:
+    """A weak-scaling campaign on this machine at 1 and 2 ranks, batch 8."""
     spec = {
         "name": name,
-        "workload": {
-            "model": "dcgan",
-            "epochs": 1,
-            "args": {"image_size": 16, "dataset_size": 64, "burn_in_steps": 1},
-        },
+        "workload": workload,
         "system": "local",
         "scaling": "weak",
         "matrix": {"layout": ["1x1", "2x1"], "batch": 8, **matrix},
     }
-    p = tmp_path / f"{name}.yaml"
+    p = folder / f"{name}.yaml"
     p.write_text(yaml.safe_dump(spec))
     return p
+
+
+def tiny_campaign(tmp_path: Path, name: str = "tiny", **matrix: object) -> Path:
+    workload = {
+        "model": "dcgan",
+        "epochs": 1,
+        "args": {"image_size": 16, "dataset_size": 64, "burn_in_steps": 1},
+    }
+    return _campaign(tmp_path, name, workload, **matrix)
 
 
 # A user program for the tests about the backend and the ledger, not TensorFlow (the DCGAN
@@ -60,20 +66,12 @@ def sleeper_campaign(tmp_path: Path, name: str, sleep_s: float, **matrix: object
     folder = tmp_path / name
     folder.mkdir()
     (folder / "prog.py").write_text(SLEEPER)
-    spec = {
-        "name": name,
-        "workload": {
-            "command": ["python", "prog.py", str(sleep_s)],
-            "metrics": [{"name": "samples_per_s", "pattern": "rate ([0-9.]+)"}],
-            "throughput": "samples_per_s",
-        },
-        "system": "local",
-        "scaling": "weak",
-        "matrix": {"layout": ["1x1", "2x1"], "batch": 8, **matrix},
+    workload = {
+        "command": ["python", "prog.py", str(sleep_s)],
+        "metrics": [{"name": "samples_per_s", "pattern": "rate ([0-9.]+)"}],
+        "throughput": "samples_per_s",
     }
-    p = folder / f"{name}.yaml"
-    p.write_text(yaml.safe_dump(spec))
-    return p
+    return _campaign(folder, name, workload, **matrix)
 
 
 def test_dry_run_prints_mpirun_lines(tmp_path: Path, workdir: Path) -> None:
