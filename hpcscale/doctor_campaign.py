@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from hpcscale.backends.slurm import preflight
+from hpcscale.backends import backend_class
 from hpcscale.doctor import (
     PROBE_TIMEOUT_S,
     Check,
@@ -201,15 +201,15 @@ def check_program(
     loaded: LoadedCampaign, backend: str | None = None, runs: Sequence[Run] = ()
 ) -> None:
     """`validate` (`backend` None) and `submit` (through `backend`, for `runs`) refuse a
-    profile still holding its shipped site examples (hpcscale.model.site_examples); `submit` on
-    SLURM checks what the login node can (hpcscale.backends.slurm.preflight). On a system whose
-    jobs run here: the command's directory, interpreter and program file exist, or an error
-    located at `workload.command` (exit 2) before anything is queued, instead of every run
-    failing with `exit code 2`. A cluster's compute nodes may see other paths and modules:
-    there `doctor` says, nothing refuses."""
+    profile still holding its shipped site examples (hpcscale.model.site_examples); on `submit`
+    the backend checks what can be known before queueing (`Backend.preflight`: SLURM's
+    partitions and account). On a system whose jobs run here: the command's directory,
+    interpreter and program file exist, or an error located at `workload.command` (exit 2)
+    before anything is queued, instead of every run failing with `exit code 2`. A cluster's
+    compute nodes may see other paths and modules: there `doctor` says, nothing refuses."""
     refuse_site_examples(loaded.system, SHIPPED_DIR, submitting=backend is not None)
-    if backend == "slurm":
-        preflight.check(loaded.system, runs)
+    if backend is not None:
+        backend_class(backend).preflight(loaded.system, runs)
     if loaded.campaign.workload.command is None or not loaded.system.jobs_run_here:
         return
     failed = [c for c in command_checks(loaded, python_of(loaded.system)) if not c.passed]

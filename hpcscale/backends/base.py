@@ -14,6 +14,8 @@ from hpcscale.backends.repeats import DEFAULT_MAX_FAILURES, resumable
 from hpcscale.state.states import RunState
 
 if TYPE_CHECKING:
+    from hpcscale.model.run import Run
+    from hpcscale.model.system import System
     from hpcscale.render.render import Rendered
     from hpcscale.state.ledger import Ledger, RunRow
 
@@ -125,6 +127,12 @@ class Backend(ABC):
                 f"{type(options).__name__} options do not apply to the {self.name} backend"
             )
         return options
+
+    @classmethod
+    def preflight(cls, system: System, runs: Sequence[Run]) -> None:
+        """What can be checked before anything is queued (a located error, exit 2): nothing
+        by default; SLURM asks its controller for the runs' partitions and account."""
+        return None
 
     def in_use(self, rows: Sequence[RunRow]) -> bool:
         """Whether this campaign has anything for this backend to refresh."""

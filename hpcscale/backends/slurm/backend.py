@@ -11,9 +11,11 @@ from typing import TYPE_CHECKING
 
 from hpcscale.backends.base import Backend, BackendOptions, Refreshed, Submission
 from hpcscale.backends.slurm import arrays, limits, stop, submit, sync
+from hpcscale.backends.slurm import preflight as login_node
 from hpcscale.backends.slurm.repair import has_intents
 from hpcscale.model.errors import InputError
-from hpcscale.model.system import load_system
+from hpcscale.model.run import Run
+from hpcscale.model.system import System, load_system
 
 if TYPE_CHECKING:
     from hpcscale.render.render import Rendered
@@ -55,6 +57,10 @@ def profile_throttle(rendered: Sequence[Rendered]) -> int | None:
 class SlurmBackend(Backend):
     name = "slurm"
     options_type = SlurmOptions
+
+    @classmethod
+    def preflight(cls, system: System, runs: Sequence[Run]) -> None:
+        login_node.check(system, runs)
 
     def in_use(self, rows: Sequence[RunRow]) -> bool:
         return super().in_use(rows) or has_intents(self.campaign_dir)
