@@ -20,7 +20,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from hpcscale.backends import FOR_SCHEDULER, REGISTRY, backend_class
+from hpcscale.backends import REGISTRY, backend_class
 from hpcscale.backends.base import (
     Backend,
     BackendOptions,
@@ -174,8 +174,8 @@ def submit(
     sys_ = planned.system
     throttle = (planned.loaded.campaign.max_parallel, sys_.max_parallel)  # SLURM's array %N
     if dry_run or backend == "dry":
-        target_name = FOR_SCHEDULER[sys_.scheduler] if backend in (None, "dry") else backend
-        if target_name != FOR_SCHEDULER[sys_.scheduler]:
+        target_name = sys_.scheduler if backend in (None, "dry") else backend
+        if target_name != sys_.scheduler:
             backend_for(sys_, target_name)  # the fit check: a dry run shows what would run
         rc = write_campaign(planned, workdir, dry=True, force=bool(options and options.force))
         target = open_backend(target_name, rc.directory, reporter)

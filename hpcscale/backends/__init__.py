@@ -1,30 +1,29 @@
 """Backends: how rendered runs are queued and tracked (slurm, local, dry), behind one interface
 (`base.Backend`). None knows about templates; the API picks one by name from REGISTRY.
 
-Adding a backend: a module with a `Backend` subclass, and one line below."""
+Adding a scheduler: a module (or package) with a `Backend` subclass and its script part, and
+one line in hpcscale.model.registry.SCHEDULERS; the tables below follow from it."""
 
 from __future__ import annotations
 
 import importlib
 from typing import TYPE_CHECKING
 
+from hpcscale.model.errors import UsageError
+from hpcscale.model.registry import SCHEDULERS
+
 if TYPE_CHECKING:
     from hpcscale.backends.base import Backend
     from hpcscale.render.render import SchedulerScript
 
-# name -> "module:class", imported on first use (the SLURM backend needs submitit's SLURM parts)
+# name -> "module:class", imported on first use (the SLURM backend needs submitit's SLURM parts);
+# each scheduler's backend has the scheduler's name, and `dry` renders for any of them
 REGISTRY: dict[str, str] = {
-    "local": "hpcscale.backends.local:LocalBackend",
-    "slurm": "hpcscale.backends.slurm.backend:SlurmBackend",
+    **{name: line.backend for name, line in SCHEDULERS.items()},
     "dry": "hpcscale.backends.dry:DryBackend",
 }
-# The backend that runs a system's jobs, by the profile's `scheduler:`.
-FOR_SCHEDULER: dict[str, str] = {"slurm": "slurm", "local": "local"}
 # Each scheduler's part of a job script (its header, its hosts line): a module with `context`.
-SCRIPTS: dict[str, str] = {
-    "slurm": "hpcscale.backends.slurm.script",
-    "local": "hpcscale.backends.local_script",
-}
+SCRIPTS: dict[str, str] = {name: line.script for name, line in SCHEDULERS.items()}
 
 
 def script_for(scheduler: str) -> SchedulerScript:
@@ -33,8 +32,6 @@ def script_for(scheduler: str) -> SchedulerScript:
 
 
 def backend_class(name: str) -> type[Backend]:
-    from hpcscale.model.errors import UsageError
-
     try:
         module, cls = REGISTRY[name].split(":")
     except KeyError:

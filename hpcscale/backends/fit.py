@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import shutil
 
-from hpcscale.backends import FOR_SCHEDULER, REGISTRY
+from hpcscale.backends import REGISTRY
 from hpcscale.model.errors import UsageError
 from hpcscale.model.system import System
 
@@ -58,7 +58,7 @@ def backend_for(system: System, requested: str | None = None) -> str:
         if problem := fit_problem(system, requested):
             raise UsageError(problem)
         return requested
-    name = FOR_SCHEDULER[system.scheduler]
+    name = system.scheduler
     if name == "slurm" and not shutil.which("sbatch"):
         raise UsageError(
             "the system profile queues with SLURM but `sbatch` is not on PATH; "

@@ -24,7 +24,7 @@ from hpcscale.backends.base import (
     Submission,
 )
 from hpcscale.backends.repeats import SameFailures
-from hpcscale.formats.outputs import LOCAL_OUT
+from hpcscale.model.registry import SCHEDULERS
 from hpcscale.render.render import Rendered
 from hpcscale.state.ledger import Ledger, RunRow, pid_alive
 from hpcscale.state.lock import campaign_lock
@@ -33,7 +33,7 @@ from hpcscale.state.states import RunState
 from hpcscale.util.logtail import tail as log_tail
 from hpcscale.util.shell import quote
 
-LOG_NAME = LOCAL_OUT
+LOG_NAME = SCHEDULERS["local"].output  # the whole job's output, all ranks
 PGID_NAME = ".pgid"
 EPOCH_LINE = re.compile(rb"\[hpcscale\] epoch (\d+)/(\d+)")
 

@@ -50,7 +50,7 @@ from hpcscale.collect.table import (  # noqa: F401  (the table's names, re-expor
 )
 from hpcscale.formats.atomic import atomic_write
 from hpcscale.formats.exit_record import EXIT_NAME
-from hpcscale.formats.outputs import LOCAL_OUT, SLURM_OUT_GLOB
+from hpcscale.formats.outputs import all_outputs
 from hpcscale.model.errors import UsageError
 from hpcscale.state.run_state import KnownState, run_states
 from hpcscale.state.stale import stale_runs
@@ -70,7 +70,7 @@ COLLECTOR_VERSION = 14  # 2: model_family, program, run.json typed; 3: campaign_
 #     a command's start/end times, host and load from its exit record
 # 13: `interpreter` (workload.interpreter: as-written), a cell field
 # 14: a command's `strategy` is empty (not run.json's "horovod") unless horovodrun ran it
-INPUT_FILES = ("run.json", "metrics.json", "timeline.json", "steps.json", LOCAL_OUT, EXIT_NAME)
+INPUT_FILES = ("run.json", "metrics.json", "timeline.json", "steps.json", EXIT_NAME)
 NOT_RUN = ("no metrics.json", NOT_RUN_OUTPUT)  # a run with no results yet: unfinished
 NAN = float("nan")
 
@@ -166,7 +166,7 @@ class Collected:
 def _fingerprint(run_dir: Path) -> list[list[int]]:
     """Sizes and mtimes of the run's input files (-1 for one missing or unreadable)."""
     out = []
-    for path in [*(run_dir / name for name in INPUT_FILES), *sorted(run_dir.glob(SLURM_OUT_GLOB))]:
+    for path in [*(run_dir / name for name in INPUT_FILES), *all_outputs(run_dir)]:
         try:
             st = path.stat()
             out.append([st.st_size, st.st_mtime_ns])

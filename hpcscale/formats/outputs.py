@@ -1,5 +1,6 @@
-"""Where a run's job output lands, by backend: the collector (a command's figures), status and
-the failure reasons all look for the same files.
+"""Where a run's job output lands, by scheduler: the collector (a command's figures), status and
+the failure reasons all look for the same files. Each scheduler names its jobs' output in
+hpcscale.model.registry.SCHEDULERS (`slurm-<job>.out`, `local.out`).
 
 Only regular files count: a name that is a dangling link, a directory or a device is no output
 (a run writes its own directory: what it leaves there must not stop collect or status)."""
@@ -10,8 +11,12 @@ import os
 import stat
 from pathlib import Path
 
-LOCAL_OUT = "local.out"  # the local backend's log of the whole job (all ranks)
-SLURM_OUT_GLOB = "slurm-*.out"  # the job script's own, one per attempt
+from hpcscale.model.registry import SCHEDULERS
+
+
+def output_globs() -> dict[str, str]:
+    """Scheduler -> the name its jobs' output takes in a run directory."""
+    return {name: line.output for name, line in SCHEDULERS.items()}
 
 
 def _mtime(path: Path) -> int | None:
@@ -23,17 +28,31 @@ def _mtime(path: Path) -> int | None:
     return st.st_mtime_ns if stat.S_ISREG(st.st_mode) else None
 
 
-def slurm_outputs(run_dir: str | Path) -> list[Path]:
-    """The run's slurm-<job>.out files, oldest first (a resubmitted run has one per attempt)."""
-    found = [(t, p) for p in Path(run_dir).glob(SLURM_OUT_GLOB) if (t := _mtime(p)) is not None]
+def scheduler_outputs(run_dir: str | Path, scheduler: str) -> list[Path]:
+    """The run's job outputs written under `scheduler`, oldest first (a run submitted again
+    has one per attempt where the name holds the job id)."""
+    pattern = output_globs()[scheduler]
+    found = [(t, p) for p in Path(run_dir).glob(pattern) if (t := _mtime(p)) is not None]
     return [p for _, p in sorted(found, key=lambda tp: (tp[0], tp[1].name))]
 
 
+def all_outputs(run_dir: str | Path) -> list[Path]:
+    """Every scheduler's job outputs in the run directory, by name (what collect fingerprints)."""
+    return sorted(p for pattern in output_globs().values() for p in Path(run_dir).glob(pattern))
+
+
 def job_output(run_dir: str | Path) -> Path | None:
-    """The newest output of the run's job, whichever backend wrote it (a run submitted again
+    """The newest output of the run's job, whichever scheduler ran it (a run submitted again
     on another backend with --force has both)."""
-    outs = [(t, p) for p in slurm_outputs(run_dir) if (t := _mtime(p)) is not None]
-    local = Path(run_dir) / LOCAL_OUT
-    if (t := _mtime(local)) is not None:
-        outs.append((t, local))
+    outs = [
+        (t, p)
+        for name in output_globs()
+        for p in scheduler_outputs(run_dir, name)
+        if (t := _mtime(p)) is not None
+    ]
     return max(outs, key=lambda tp: tp[0])[1] if outs else None
+
+
+def output_names() -> str:
+    """The names job outputs take, for a message ("local.out or slurm-*.out")."""
+    return " or ".join(sorted(output_globs().values()))

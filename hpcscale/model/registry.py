@@ -1,11 +1,12 @@
-"""Every plug-in by name, and where it lives ("module:Class"). Adding a launcher is one module
-under launchers/ and one line here; the ground may then name it (a profile's `launcher:` is
-checked against these names) without importing it, and launchers/ builds its registry from
-this table (hpcscale.launchers.REGISTRY)."""
+"""Every plug-in by name, and where it lives ("module:Class"). Adding a launcher or a scheduler
+is one module (or package) and one line here; the ground may then name it (a profile's
+`launcher:` and `scheduler:` are checked against these names) without importing it, and
+launchers/ and backends/ build their registries from these tables."""
 
 from __future__ import annotations
 
 import importlib
+from dataclasses import dataclass
 from typing import Any
 
 LAUNCHERS: dict[str, str] = {
@@ -14,6 +15,30 @@ LAUNCHERS: dict[str, str] = {
     "mpirun_rsh": "hpcscale.launchers.mpirun_rsh:MpirunRsh",
     "mpiexec": "hpcscale.launchers.mpiexec:Mpiexec",
     "horovodrun": "hpcscale.launchers.horovodrun:Horovodrun",
+}
+
+
+@dataclass(frozen=True)
+class SchedulerLine:
+    """What a scheduler brings: the backend that queues and tracks its jobs ("module:Class"),
+    the module writing its part of a job script (header, hosts; see render.SchedulerScript),
+    and the name its jobs' own output takes in a run directory (a glob whose `*` is the job
+    id), which collect, status and a ledger rebuilt from run directories look for."""
+
+    backend: str
+    script: str
+    output: str
+
+
+SCHEDULERS: dict[str, SchedulerLine] = {
+    "slurm": SchedulerLine(
+        "hpcscale.backends.slurm.backend:SlurmBackend",
+        "hpcscale.backends.slurm.script",
+        "slurm-*.out",
+    ),
+    "local": SchedulerLine(
+        "hpcscale.backends.local:LocalBackend", "hpcscale.backends.local_script", "local.out"
+    ),
 }
 
 

@@ -25,7 +25,7 @@ from pydantic import (
 
 from hpcscale.model.errors import InputError
 from hpcscale.model.names import ENV_NAME, NAME, SBATCH_SAFE
-from hpcscale.model.registry import LAUNCHERS
+from hpcscale.model.registry import LAUNCHERS, SCHEDULERS
 from hpcscale.model.resources import systems_dir, templates_dir
 from hpcscale.model.template_files import template_problem
 from hpcscale.model.validation import did_you_mean, validate
@@ -36,8 +36,6 @@ if TYPE_CHECKING:
     from hpcscale.model.run import Run
 
 SHIPPED_DIR = systems_dir()
-
-Scheduler = Literal["slurm", "local"]
 
 
 def _setup_line(line: str) -> str:
@@ -159,7 +157,9 @@ class System(BaseModel):
 
     name: str
     description: str = ""
-    scheduler: Scheduler = "slurm"
+    scheduler: str = Field(
+        default="slurm", description="how jobs are queued: " + " or ".join(SCHEDULERS)
+    )
     launcher: str = "srun"
     template: str = Field(default="base.sbatch.j2", description="job template (Jinja)")
     templates: str | None = Field(
@@ -256,6 +256,16 @@ class System(BaseModel):
     @classmethod
     def _launcher(cls, v: str) -> str:
         _known_launcher(v)
+        return v
+
+    @field_validator("scheduler")
+    @classmethod
+    def _scheduler(cls, v: str) -> str:
+        if v not in SCHEDULERS:
+            raise ValueError(
+                f"unknown scheduler {v!r}{did_you_mean(v, SCHEDULERS)}; "
+                f"known: {', '.join(SCHEDULERS)}"
+            )
         return v
 
     def flavour(self, name: str) -> Flavour:

@@ -16,16 +16,14 @@ Takes the ledger as a value (never imports it: the ledger imports this module wh
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 from typing import Any
 
 from hpcscale.formats.exit_record import read_exit_record
-from hpcscale.formats.outputs import LOCAL_OUT, slurm_outputs
+from hpcscale.formats.outputs import output_globs, scheduler_outputs
 from hpcscale.formats.run_record import campaign_version_of
 from hpcscale.state.states import RunState
 
-_JOB = re.compile(r"slurm-(\d+)\.out")
 DETAIL = "rebuilt from the run directory (the ledger was damaged)"
 
 
@@ -41,26 +39,44 @@ def _run_id(run_json: Path) -> tuple[str, str | None] | None:
     return data["run_id"], version if isinstance(version, str) else None
 
 
+def _queued_by(run_dir: Path) -> tuple[str | None, str | None]:
+    """(scheduler, job id) of the newest job output in the run directory: a scheduler whose
+    output name holds the job id (`slurm-<job>.out`) queued it and still knows it; None when
+    the run never printed."""
+    globs = output_globs()
+    newest: tuple[float, str, Path] | None = None
+    for name in globs:
+        for path in scheduler_outputs(run_dir, name)[-1:]:
+            t = path.stat().st_mtime
+            if newest is None or t > newest[0]:
+                newest = (t, name, path)
+    if newest is None:
+        return None, None
+    _, name, path = newest
+    prefix, star, suffix = globs[name].partition("*")
+    if not star:
+        return name, None
+    return name, path.name[len(prefix) : len(path.name) - len(suffix)] or None
+
+
 def _change(run_dir: Path) -> tuple[RunState, dict[str, Any]]:
     """The state and ledger fields one run directory says it has."""
-    slurm = slurm_outputs(run_dir)
-    local = (run_dir / LOCAL_OUT).is_file()
+    scheduler, job_id = _queued_by(run_dir)
+    queued = job_id is not None  # its scheduler tracks the job: a refresh corrects the state
     fields: dict[str, Any] = {}
-    if slurm:
-        fields["backend"] = "slurm"
-        if m := _JOB.fullmatch(slurm[-1].name):
-            fields["job_id"] = m.group(1)
-    elif local:
-        fields["backend"] = "local"
+    if scheduler is not None:
+        fields["backend"] = scheduler
+    if queued:
+        fields["job_id"] = job_id
     rec = read_exit_record(run_dir)
     if rec is None:
-        if slurm:
+        if queued:
             return RunState.SUBMITTED, fields
-        return (RunState.LOST if local else RunState.RENDERED), fields
+        return (RunState.LOST if scheduler else RunState.RENDERED), fields
     fields["ended_at"] = rec.ended_unix_s if rec.ended_unix_s == rec.ended_unix_s else None
     if rec.started_unix_s == rec.started_unix_s:
         fields["started_at"] = rec.started_unix_s
-    if not slurm:  # a SLURM run's exit code comes from sacct, which then corrects its state
+    if not queued:  # a queued run's exit code comes from its scheduler (sacct), which corrects it
         fields["exit_code"] = str(rec.exit_code)
     if rec.succeeded:
         return RunState.COMPLETED, fields

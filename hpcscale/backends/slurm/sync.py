@@ -8,7 +8,7 @@ from typing import Any
 from hpcscale.backends.base import Refreshed, StateChange
 from hpcscale.backends.slurm import arrays, query
 from hpcscale.backends.slurm.repair import has_intents, repair
-from hpcscale.formats.outputs import slurm_outputs
+from hpcscale.formats.outputs import scheduler_outputs
 from hpcscale.state.ledger import Ledger, RunRow
 from hpcscale.state.states import NOT_ENDED, RunState
 from hpcscale.util.logtail import tail
@@ -18,7 +18,7 @@ CANCEL_REQUESTED = "cancel requested"  # the message `cancel` leaves on a run
 
 def failure_tail(run_dir: str) -> str | None:
     """The last lines a failed run printed (newest slurm-*.out in its directory)."""
-    outs = slurm_outputs(run_dir)
+    outs = scheduler_outputs(run_dir, "slurm")
     text = tail(outs[-1], lines=8, max_bytes=4096) if outs else None
     return text[-1500:] if text else None
 
@@ -28,7 +28,7 @@ def output_files(row: RunRow, cdir: Path) -> list[Path]:
     its run directory: a resubmitted run has one per attempt), then, for an array task, the
     array's file for it (arrays/slurm-A_a.out), where slurmstepd writes what it says of the
     task (a time limit, an OOM kill) and the wrapper its own refusals."""
-    out = slurm_outputs(row.run_dir)[-1:]
+    out = scheduler_outputs(row.run_dir, "slurm")[-1:]
     if row.array_job_id is not None and row.array_index is not None:
         task = arrays.arrays_dir(cdir) / f"slurm-{row.array_job_id}_{row.array_index}.out"
         if task.is_file():

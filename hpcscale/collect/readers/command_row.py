@@ -23,7 +23,7 @@ from hpcscale.analysis.metric import COLUMN_OF_KIND, THROUGHPUT, ScalingMetric
 from hpcscale.collect.readers.extract import Unparsed, extract, refused
 from hpcscale.collect.readers.mllog import read_mllog
 from hpcscale.formats.exit_record import read_exit_record
-from hpcscale.formats.outputs import job_output
+from hpcscale.formats.outputs import job_output, output_names
 from hpcscale.formats.run_record import VERSIONS_DIR, RunRecord
 from hpcscale.model.extractors import ALL_RANKS, OUTPUT, Extractor
 from hpcscale.rankwrap import RANKS_DIR
@@ -184,7 +184,7 @@ def read_command_run(run_dir: Path, rec: RunRecord) -> tuple[dict[str, Any], lis
     """The row's metric columns and notes; CommandProblem when the run cannot be read."""
     out = job_output(run_dir)
     if out is None:
-        raise CommandProblem(f"{NOT_RUN}: no local.out or slurm-*.out (not run yet?)")
+        raise CommandProblem(f"{NOT_RUN}: no {output_names()} (not run yet?)")
     if why := refused(out, run_dir):
         raise CommandProblem(f"{UNPARSED}: job output {out}: {why}")
     reading = _reading(_campaign_file(run_dir, rec))
