@@ -29,7 +29,7 @@ $(PY):
 venv: $(PY)
 
 core: $(PY) ## the hpcscale package (editable) with dev and bench tools
-	@if $(PY) -c "import hpcscale, hpcscale.collect._scan, pytest, hypothesis, ruff, reframe, playwright" 2>/dev/null && [ $(VENV)/.core-stamp -nt pyproject.toml ] && [ $(VENV)/.core-stamp -nt hpcscale/collect/_scan.c ]; then echo "core: present"; else \
+	@if $(PY) -c "import hpcscale, hpcscale.collect.traces.horovod._scan, pytest, hypothesis, ruff, reframe, playwright" 2>/dev/null && [ $(VENV)/.core-stamp -nt pyproject.toml ] && [ $(VENV)/.core-stamp -nt hpcscale/collect/traces/horovod/_scan.c ]; then echo "core: present"; else \
 	  $(PIP) install -q -e '.[dev,bench]' 'numpy<2' && touch $(VENV)/.core-stamp; fi  # NumPy 1: TF 2.15
 
 jobs: $(PY) system-packages ## TensorFlow 2.15.1 (CPU), Horovod 0.28.1 built against Open MPI + Gloo, mpi4py, PyTorch 2.13.0 (CPU)

@@ -6,8 +6,9 @@ The big file repeats a real timeline (written by a real Horovod run of jobs/trai
 temporary directory that is deleted afterwards. Each measurement runs in a fresh subprocess that
 reports its own time and peak RSS (VmHWM):
 
-- ours:      hpcscale.collect.timeline.parse_timeline on the whole file (MB/s, peak RSS) and on
-             the sample below, with the compiled engine (hpcscale.collect._scan) as installed;
+- ours:      hpcscale.collect.traces.horovod.parse_timeline on the whole file (MB/s, peak RSS)
+             and on the sample below, with the compiled engine
+             (hpcscale.collect.traces.horovod._scan) as installed;
              on the sample also with engine="python" (`python_engine_*`: what a machine
              without a C compiler at install time gets);
 - baseline:  json.load + a plain Python loop computing the same figures (per-pid B/E stacks,
@@ -76,7 +77,7 @@ def build(source: Path, out: Path, size_mb: float) -> dict:
     import msgspec
     import numpy as np
 
-    from hpcscale.collect.timeline import iter_raw_records
+    from hpcscale.collect.traces.horovod import iter_raw_records
 
     events = [msgspec.json.decode(r) for chunk in iter_raw_records(source) for r in chunk]
     header = [e for e in events if e["ph"] == "M" and e.get("pid") == 0]
@@ -209,14 +210,14 @@ def analyse(path):
 # (imports, timed work) per measurement: imports stay outside the timed region.
 MEASURE = {
     "ours": (
-        "from hpcscale.collect.timeline import parse_timeline",
+        "from hpcscale.collect.traces.horovod import parse_timeline",
         "s = parse_timeline(PATH)\n"
         "d = s.as_json()\n"
         "RESULT = {k: d[k] for k in ('comm_s', 'negotiate_s', 'memcpy_s', 'transport_s',"
         " 'allreduce_bytes', 'events')}",
     ),
     "ours_python": (
-        "from hpcscale.collect.timeline import parse_timeline",
+        "from hpcscale.collect.traces.horovod import parse_timeline",
         "s = parse_timeline(PATH, engine='python')\n"
         "d = s.as_json()\n"
         "RESULT = {k: d[k] for k in ('comm_s', 'negotiate_s', 'memcpy_s', 'transport_s',"
@@ -269,7 +270,7 @@ def measure(kind: str, path: Path) -> dict:
 
 
 def ours_engine() -> bool:
-    from hpcscale.collect.timeline import fast_engine_available
+    from hpcscale.collect.traces.horovod import fast_engine_available
 
     return fast_engine_available()
 

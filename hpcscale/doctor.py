@@ -284,17 +284,17 @@ def horovod_check(profile: System, hvd: dict[str, Any], python: str) -> Check:
 def scanner_check() -> Check:
     """The compiled timeline scanner of this hpcscale (collect --timeline's fast engine)."""
     try:
-        from hpcscale.collect import _scan  # noqa: F401
+        from hpcscale.collect.traces.horovod import _scan  # noqa: F401
     except ImportError as exc:
         return Check(
             "timeline scanner",
             False,
-            f"hpcscale.collect._scan is missing ({exc}); collect falls back to the pure-Python "
-            "engine (same results, 3-4x slower)",
+            f"hpcscale.collect.traces.horovod._scan is missing ({exc}); collect falls back to "
+            "the pure-Python engine (same results, 3-4x slower)",
             "install a C compiler (apt-get install gcc python3-dev) and reinstall hpcscale: "
             "pip install --force-reinstall --no-deps --no-binary hpcscale hpcscale",
         )
-    return Check("timeline scanner", True, "compiled (hpcscale.collect._scan)")
+    return Check("timeline scanner", True, "compiled (hpcscale.collect.traces.horovod._scan)")
 
 
 def jobs_requirements(profile: System) -> list[str]:

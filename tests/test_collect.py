@@ -34,7 +34,7 @@ from hpcscale.collect.collector import (
     load_results,
 )
 from hpcscale.collect.split import load_steps
-from hpcscale.collect.timeline import parse_timeline
+from hpcscale.collect.traces.horovod import parse_timeline
 from hpcscale.formats.exit_record import write_exit_record
 from hpcscale.formats.run_record import encode_run_record
 from hpcscale.model.run import Run

@@ -12,7 +12,7 @@ import pytest
 from hpcscale.analysis import tables
 from hpcscale.analysis.derive import derive
 from hpcscale.collect.collector import load_results
-from hpcscale.collect.timeline import parse_timeline
+from hpcscale.collect.traces.horovod import parse_timeline
 from tests.command_fixture import campaign, run_all
 from tests.conftest import REPO, hpcscale
 

@@ -26,7 +26,7 @@ from hpcscale.analysis.derive import derive
 from hpcscale.analysis.overlap import WAITS_SUMMED, split, with_overlap
 from hpcscale.collect.collector import collect_campaign
 from hpcscale.collect.split import load_steps
-from hpcscale.collect.timeline import parse_timeline
+from hpcscale.collect.traces.horovod import parse_timeline
 from hpcscale.report.sections.knobs import overlap_section
 from tests.conftest import hpcscale
 from tests.quickstart_fixture import run_dir_of

@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from hpcscale.collect.collector import collect_campaign
 from hpcscale.collect.readers.command_row import _mllog_columns
 from hpcscale.collect.readers.mllog import read_mllog
-from hpcscale.collect.timeline import TimelineError, fast_engine_available, parse_timeline
+from hpcscale.collect.traces.horovod import TimelineError, fast_engine_available, parse_timeline
 from tests.conftest import hpcscale
 
 

@@ -14,7 +14,7 @@ import pytest
 
 from hpcscale.collect.readers.command_row import _mllog_columns
 from hpcscale.collect.readers.mllog import read_mllog
-from hpcscale.collect.timeline import TimelineError, fast_engine_available, parse_timeline
+from hpcscale.collect.traces.horovod import TimelineError, fast_engine_available, parse_timeline
 
 
 def rec(

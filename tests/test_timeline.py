@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 from hpcscale.collect import intervals as iv
 from hpcscale.collect.split import exact_split, load_steps, seed_split
-from hpcscale.collect.timeline import (
+from hpcscale.collect.traces.horovod import (
     CATEGORIES,
     NO_COLLECTIVES,
     TimelineError,
@@ -440,7 +440,7 @@ def test_trace_merges_steps_and_timeline(real_runs: RealRuns, tmp_path: Path) ->
 
 
 def test_trace_of_a_cut_timeline_is_valid_json(real_runs: RealRuns, tmp_path: Path) -> None:
-    from hpcscale.collect.trace import write_trace
+    from hpcscale.collect.traces.horovod.perfetto import write_trace
 
     cut = tmp_path / "killed-cut.json"
     cut.write_bytes(cut_inside_last_record(real_runs.killed.read_bytes()))

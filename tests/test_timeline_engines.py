@@ -1,4 +1,4 @@
-"""The compiled timeline engine (hpcscale.collect._scan) against the pure-Python one.
+"""The compiled timeline engine (hpcscale.collect.traces.horovod._scan) against the pure-Python one.
 
 Both read timelines from real Horovod runs (tests/timeline_fixture.py); the unusual shapes are
 those same files rewritten: keys reordered, names and keys spelt with JSON escapes, bad records
@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hpcscale.collect.split import load_steps
-from hpcscale.collect.timeline import (
+from hpcscale.collect.traces.horovod import (
     TimelineError,
     fast_engine_available,
     iter_raw_records,

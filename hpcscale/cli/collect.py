@@ -37,7 +37,12 @@ def timeline(
     ] = None,
 ) -> None:
     """Analyse one timeline file: time per category, top tensors, straggler hint."""
-    from hpcscale.collect.timeline import CATEGORIES, NO_COLLECTIVES, TimelineError, parse_timeline
+    from hpcscale.collect.traces.horovod import (
+        CATEGORIES,
+        NO_COLLECTIVES,
+        TimelineError,
+        parse_timeline,
+    )
 
     _check_regular(file, "timeline.json")
     try:
@@ -278,8 +283,8 @@ def trace(
 ) -> None:
     """Merge a run's step spans and Horovod timeline into one trace (Perfetto, chrome://tracing)."""
     from hpcscale.collect.split import load_steps
-    from hpcscale.collect.timeline import TimelineError
-    from hpcscale.collect.trace import write_trace
+    from hpcscale.collect.traces.horovod import TimelineError
+    from hpcscale.collect.traces.horovod.perfetto import write_trace
 
     run_dir = _find_run(run, workdir)
     if out.is_dir():

@@ -14,12 +14,8 @@ from typing import Any
 from hpcscale.analysis import EXACT_COLUMNS, RUN_COLUMNS, TIMELINE_COLUMNS
 from hpcscale.collect.rates import throughput
 from hpcscale.collect.split import Steps, exact_split, load_steps
-from hpcscale.collect.timeline import (
-    NO_COLLECTIVES,
-    TimelineError,
-    TimelineSummary,
-    parse_timeline,
-)
+from hpcscale.collect.traces import reader_for
+from hpcscale.collect.traces.horovod import NO_COLLECTIVES, TimelineSummary
 from hpcscale.formats.exit_record import read_exit_record
 from hpcscale.formats.metrics import Metrics, load_metrics
 from hpcscale.formats.run_record import RunRecord, load_run_record
@@ -223,9 +219,10 @@ def _timeline_columns(
     """The timeline columns: per epoch over `epochs`, per step over `steps` (steps.json's
     counts when the run wrote one); a count that is None (not known) leaves its columns NaN,
     never a guessed divisor: the per-run figures (span, events, span share) stay."""
-    path = run_dir / "timeline.json"
+    trace = reader_for(row)
+    path, name = trace.path(run_dir), trace.file_name
     if not path.exists():
-        return ["timeline.json missing (run without --timeline?)"] if row["timeline"] else []
+        return [f"{name} missing (run without --timeline?)"] if row["timeline"] else []
     notes: list[str] = []
     steps_file = None
     if (run_dir / "steps.json").exists():
@@ -235,9 +232,9 @@ def _timeline_columns(
             notes.append(f"steps.json ignored: {exc}")
     window = steps_file.window_unix_us() if steps_file is not None else None
     try:
-        s = parse_timeline(path, ranks=row.get("ranks"), window_unix_us=window)
-    except (TimelineError, OSError) as exc:
-        return [*notes, f"timeline.json unreadable: {exc}"]
+        s = trace.summarise(path, ranks=row.get("ranks"), window_unix_us=window)
+    except trace.errors as exc:
+        return [*notes, f"{name} unreadable: {exc}"]
     if window is not None and s.window_us is None and not s.empty:
         notes.append("timeline has no start time: whole timeline used, no exact view")
         steps_file = None
@@ -253,7 +250,7 @@ def _timeline_columns(
     else:
         notes.append("no steps.json: per-epoch figures include start-up")
     if s.empty:
-        notes.append(f"timeline.json: {NO_COLLECTIVES}")
+        notes.append(f"{name}: {NO_COLLECTIVES}")
     _coverage(row, s, steps_file)
     if row["timeline_truncated"]:
         cov = row["timeline_coverage"]
@@ -272,7 +269,7 @@ def _timeline_columns(
     row["waits_in_comm_s"] = s.waits_in_comm_us / 1e6 / per_epoch
     if s.waits_us > s.waits_in_comm_us:
         notes.append(
-            f"timeline.json: {(s.waits_us - s.waits_in_comm_us) / 1e6:.6g} s of waiting for data "
+            f"{name}: {(s.waits_us - s.waits_in_comm_us) / 1e6:.6g} s of waiting for data "
             "outside any closed collective (never closed?): left out of the overlap"
         )
     row["span_s"] = s.span_us / 1e6

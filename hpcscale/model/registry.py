@@ -17,6 +17,11 @@ LAUNCHERS: dict[str, str] = {
     "horovodrun": "hpcscale.launchers.horovodrun:Horovodrun",
 }
 
+# a trace format: a package under hpcscale/collect/traces/ with its TraceReader
+TRACE_READERS: dict[str, str] = {
+    "horovod": "hpcscale.collect.traces.horovod.reader:HorovodTimeline",
+}
+
 
 @dataclass(frozen=True)
 class SchedulerLine:

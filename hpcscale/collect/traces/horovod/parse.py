@@ -10,10 +10,10 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
-from hpcscale.collect.timeline import python_engine
-from hpcscale.collect.timeline.folding import SpanFolder
-from hpcscale.collect.timeline.records import CHUNK_SIZE, TimelineError
-from hpcscale.collect.timeline.summary import TimelineSummary
+from hpcscale.collect.traces.horovod import python_engine
+from hpcscale.collect.traces.horovod.folding import SpanFolder
+from hpcscale.collect.traces.horovod.records import CHUNK_SIZE, TimelineError
+from hpcscale.collect.traces.horovod.summary import TimelineSummary
 
 Engine = Literal["auto", "c", "python"]
 
@@ -21,7 +21,7 @@ Engine = Literal["auto", "c", "python"]
 def fast_engine_available() -> bool:
     """Whether the compiled scanner was built (it needs a C compiler at install time)."""
     try:
-        from hpcscale.collect import _scan  # noqa: F401
+        from hpcscale.collect.traces.horovod import _scan  # noqa: F401
     except ImportError:
         return False
     return True
@@ -42,8 +42,8 @@ def parse_timeline(
     `keep_comm` keeps the merged communication intervals (for the exact compute/comm split).
     `window_unix_us` (Unix-epoch µs, e.g. the timed epochs from steps.json) clips every span to
     that window and drops ops outside it; it needs pid 0's start time (`window_applied`).
-    `engine`: "c" is the compiled scanner (hpcscale.collect._scan), "python" the msgspec path
-    it must agree with; "auto" takes the compiled one when it was built.
+    `engine`: "c" is the compiled scanner (hpcscale.collect.traces.horovod._scan), "python"
+    the msgspec path it must agree with; "auto" takes the compiled one when it was built.
     Raises TimelineError when the file is not a Horovod timeline, OSError when unreadable."""
     p = Path(path)
     size = p.stat().st_size
@@ -53,7 +53,7 @@ def parse_timeline(
     folder: SpanFolder
     if engine == "c":
         # Imported here: the module needs the extension, which may not have been built.
-        from hpcscale.collect.timeline import compiled_engine
+        from hpcscale.collect.traces.horovod import compiled_engine
 
         folder = compiled_engine.fold_file(p, chunk_size, st, keep_comm, window_unix_us)
     else:

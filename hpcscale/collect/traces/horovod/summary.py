@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hpcscale.collect import intervals as iv
-from hpcscale.collect.timeline.classify import CATEGORIES
+from hpcscale.collect.traces.horovod.classify import CATEGORIES
 
 NO_COLLECTIVES = "no collectives recorded"
 

@@ -1,4 +1,4 @@
-/* Compiled fast path of the Horovod timeline parser (hpcscale/collect/timeline/).
+/* Compiled fast path of the Horovod timeline parser (hpcscale/collect/traces/horovod/).
 
    Two passes per chunk of whole records, `[rec,rec,...]`:
    - Scanner.tokenize(buf) reads the records into columns (phase, name code, ts, pid, where the
@@ -872,10 +872,10 @@ static PyMethodDef Scanner_methods[] = {
 };
 
 static PyTypeObject ScannerType = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "hpcscale.collect._scan.Scanner",
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "hpcscale.collect.traces.horovod._scan.Scanner",
     .tp_basicsize = sizeof(Scanner),
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "Tokenizer and B/E pairing for Horovod timelines (see hpcscale/collect/timeline/).",
+    .tp_doc = "Tokenizer and B/E pairing for Horovod timelines (see hpcscale/collect/traces/horovod/).",
     .tp_new = PyType_GenericNew,
     .tp_init = (initproc)Scanner_init,
     .tp_dealloc = (destructor)Scanner_dealloc,

@@ -1,6 +1,6 @@
-"""The compiled engine: hpcscale.collect._scan reads each chunk's records into columns and pairs
-B/E events in C; the folding after that (classification, unions, per-tensor sums) is the same
-NumPy code the Python engine ends in (`SpanFolder.fold_spans`).
+"""The compiled engine: hpcscale.collect.traces.horovod._scan reads each chunk's records into
+columns and pairs B/E events in C; the folding after that (classification, unions, per-tensor
+sums) is the same NumPy code the Python engine ends in (`SpanFolder.fold_spans`).
 
 Importing this module needs the built extension; `parse_timeline` imports it only when the
 compiled engine is chosen.
@@ -18,10 +18,10 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from hpcscale.collect._scan import Scanner
-from hpcscale.collect.timeline.classify import tensor_bytes
-from hpcscale.collect.timeline.folding import NEGOTIATE, SpanFolder
-from hpcscale.collect.timeline.records import (
+from hpcscale.collect.traces.horovod._scan import Scanner
+from hpcscale.collect.traces.horovod.classify import tensor_bytes
+from hpcscale.collect.traces.horovod.folding import NEGOTIATE, SpanFolder
+from hpcscale.collect.traces.horovod.records import (
     BOUNDARY,
     DECODE_ERRORS,
     ONE_DECODER,

@@ -12,9 +12,9 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from hpcscale.collect.timeline.classify import tensor_bytes
-from hpcscale.collect.timeline.folding import NEGOTIATE, SpanFolder
-from hpcscale.collect.timeline.records import Event, decode_args, iter_events
+from hpcscale.collect.traces.horovod.classify import tensor_bytes
+from hpcscale.collect.traces.horovod.folding import NEGOTIATE, SpanFolder
+from hpcscale.collect.traces.horovod.records import Event, decode_args, iter_events
 
 _NAME, _TS, _PID = attrgetter("name"), attrgetter("ts"), attrgetter("pid")
 

@@ -11,16 +11,16 @@ Dependencies run one way: parse -> engines -> folding -> streaming_union, summar
 engines and parse -> records. Nothing in the package imports this module.
 """
 
-from hpcscale.collect.timeline.classify import CATEGORIES, category_of, tensor_bytes
-from hpcscale.collect.timeline.parse import fast_engine_available, parse_timeline
-from hpcscale.collect.timeline.records import (
+from hpcscale.collect.traces.horovod.classify import CATEGORIES, category_of, tensor_bytes
+from hpcscale.collect.traces.horovod.parse import fast_engine_available, parse_timeline
+from hpcscale.collect.traces.horovod.records import (
     TimelineError,
     iter_chunks,
     iter_events,
     iter_raw_records,
     read_start_time,
 )
-from hpcscale.collect.timeline.summary import NO_COLLECTIVES, TensorStat, TimelineSummary
+from hpcscale.collect.traces.horovod.summary import NO_COLLECTIVES, TensorStat, TimelineSummary
 
 __all__ = [
     "CATEGORIES",

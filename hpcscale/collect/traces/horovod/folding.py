@@ -21,10 +21,10 @@ from typing import Any
 
 import numpy as np
 
-from hpcscale.collect.timeline.classify import CATEGORIES, category_of
-from hpcscale.collect.timeline.records import TimelineError
-from hpcscale.collect.timeline.streaming_union import StreamingUnion
-from hpcscale.collect.timeline.summary import TensorStat, TimelineSummary
+from hpcscale.collect.traces.horovod.classify import CATEGORIES, category_of
+from hpcscale.collect.traces.horovod.records import TimelineError
+from hpcscale.collect.traces.horovod.streaming_union import StreamingUnion
+from hpcscale.collect.traces.horovod.summary import TensorStat, TimelineSummary
 
 # Intervals are only final this long behind the newest time stamp, so a file whose records are
 # slightly out of time order (none written by Horovod 0.28 is) is still unioned exactly.

@@ -16,7 +16,7 @@ import msgspec
 import numpy as np
 
 from hpcscale.collect.split import Steps, to_timeline_ns
-from hpcscale.collect.timeline import iter_raw_records, read_start_time
+from hpcscale.collect.traces.horovod import iter_raw_records, read_start_time
 from hpcscale.formats.atomic import _temp_beside as temp_beside
 
 STEPS_PID = 1_000_000_000  # far above any tensor pid Horovod hands out
