@@ -35,7 +35,7 @@ def __getattr__(name: str) -> Any:
     if name in _API:
         from hpcscale import api
         from hpcscale.model.campaign import load_campaign
-        from hpcscale.model.expand import expand
+        from hpcscale.plan.expand import expand
 
         return {"load_campaign": load_campaign, "expand": expand}.get(name) or getattr(api, name)
     raise AttributeError(name)

@@ -38,7 +38,7 @@ from hpcscale.doctor_campaign import check_program, doctor
 from hpcscale.model import datapaths
 from hpcscale.model.campaign import LoadedCampaign, load_campaign
 from hpcscale.model.errors import UsageError
-from hpcscale.model.expand import Plan, expand
+from hpcscale.plan.expand import Plan, expand
 from hpcscale.render.render import Rendered
 from hpcscale.results import CampaignStatus, Cancelled, Planned, RenderedCampaign
 from hpcscale.starter import Example, Initialised, examples, init

@@ -9,7 +9,7 @@ from typing import Any
 from hpcscale.backends.base import StateChange
 from hpcscale.backends.outputs import RunOutput
 from hpcscale.model.campaign import Campaign, LoadedCampaign
-from hpcscale.model.expand import Excluded, Plan
+from hpcscale.plan.expand import Excluded, Plan
 from hpcscale.model.run import Run
 from hpcscale.model.system import System
 from hpcscale.render.render import Rendered

@@ -369,8 +369,8 @@ def test_strong_scaling_keeps_the_rate(
     tmp_path: Path, scaling: str, args: str, expect: list[str | None]
 ) -> None:
     from hpcscale.api import plan_campaign
+    from hpcscale.frameworks.tf_jobs import program_argv
     from hpcscale.model.system import load_system
-    from hpcscale.render.job_command import program_argv
 
     path = tmp_path / "c.yaml"
     path.write_text(CAMPAIGN.format(scaling=scaling, args=args))

@@ -27,8 +27,8 @@ from hpcscale.formats.run_record import (
 from hpcscale.formats.steps import StepsFile, decode_steps, encode_steps, load_steps_file
 from hpcscale.model.errors import InputError
 from hpcscale.model.job_cli import JOB_FLAGS
-from hpcscale.model.run import Run
-from hpcscale.model.vocab import TABLE_RUN_FIELDS
+from hpcscale.model.run import KNOB_DEFAULTS, Run
+from hpcscale.model.vocab import KNOB_TERMS, TABLE_RUN_FIELDS
 from jobs.steps import StepLog
 from jobs.train import build_parser
 
@@ -167,10 +167,19 @@ def test_run_record_fields_follow_the_run_model() -> None:
     together: same fields, same defaults, and every run column the table takes from it."""
     derived = {"schema_version", "run_id", "ranks", "replicas", "workload", "campaign_version"}
     derived.add("hpcscale_version")
-    assert set(RunRecord.__struct_fields__) - derived == set(Run.model_fields)
+    # the record is flat: the run's `knobs` are one field each (hpcscale.model.run.KNOB_DEFAULTS)
+    flat = (set(Run.model_fields) - {"knobs"}) | set(KNOB_DEFAULTS)
+    assert set(RunRecord.__struct_fields__) - derived == flat
     fields = {f.name: f for f in msgspec.structs.fields(RunRecord)}
     hints = typing.get_type_hints(RunRecord)
+    for name, default in KNOB_DEFAULTS.items():
+        assert fields[name].default == default, name
+        if KNOB_TERMS[name].type != "str":  # a str knob may be a Literal of its choices
+            wanted = {"float": float, "bool": bool, "int": int}[KNOB_TERMS[name].type]
+            assert wanted in (typing.get_args(hints[name]) or (hints[name],)), name
     for name, info in Run.model_fields.items():
+        if name == "knobs":
+            continue
         f = fields[name]
         if info.is_required():
             assert f.required, name
@@ -299,7 +308,7 @@ def test_the_jobs_parser_reads_the_pinned_words_back(
     )  # fmt: skip
     assert {k: getattr(ns, k) for k in parsed} == parsed
     for name in ("fp16_allreduce", "mixed_precision", "timeline", "mark_cycles"):
-        assert getattr(ns, name) is getattr(run, name), name
+        assert getattr(ns, name) is run.value(name), name
     for key, value in run.args.items():
         assert getattr(ns, key) == value, key
     # every flag the job_cli defines is one the job's parser knows, under the same dest
@@ -311,7 +320,7 @@ def test_the_jobs_parser_reads_the_pinned_words_back(
 def test_job_argv_and_the_renderer_give_the_pinned_words(case: tuple[Run, str]) -> None:
     """Rendered scripts must not change: program_argv is the interpreter, the program, then
     exactly the pinned words."""
-    from hpcscale.render.job_command import program_argv
+    from hpcscale.frameworks.tf_jobs import program_argv
 
     run, words = case
     system = SimpleNamespace(python="auto", jobs_dir=None)

@@ -21,7 +21,7 @@ from tests.conftest import hpcscale
 
 
 def _rankwrap() -> str:
-    from hpcscale.render.job_command import RANKWRAP  # the wrapper's file (issue 27)
+    from hpcscale.frameworks.command import RANKWRAP  # the wrapper's file (issue 27)
 
     return RANKWRAP
 

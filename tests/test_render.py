@@ -51,7 +51,11 @@ def test_render_twice_gives_same_ids_and_files(workdir: Path) -> None:
 
 def test_horovod_units(workdir: Path) -> None:
     _, _, rendered = render_campaign(CAMPAIGNS / "fusion_sweep.yaml", workdir)
-    r = next(r for r in rendered if r.run.fusion_threshold_mb == 64 and r.run.cycle_time_ms == 3.5)
+    r = next(
+        r
+        for r in rendered
+        if r.run.knob("fusion_threshold_mb") == 64 and r.run.knob("cycle_time_ms") == 3.5
+    )
     text = (r.run_dir / "job.sbatch").read_text()
     assert f"export HOROVOD_FUSION_THRESHOLD={64 * 1024 * 1024}\n" in text  # bytes
     assert "export HOROVOD_CYCLE_TIME=3.5\n" in text  # ms

@@ -183,8 +183,8 @@ def test_where_sees_run_fields_not_arguments_of_the_same_name() -> None:
 
 def test_repeats_still_differ_by_seed(tmp_path: Path) -> None:
     """`seed` is refused as an argument; each repeat runs with its own seed."""
+    from hpcscale.frameworks.tf_jobs import program_argv
     from hpcscale.model.system import load_system
-    from hpcscale.render.job_command import program_argv
 
     _, plan = plan_campaign(write(tmp_path, BASE + "repeats: 3\n"))
     system = load_system("owens")

@@ -14,11 +14,11 @@ class Horovodrun(Launcher):
     def argv(self, req: LaunchRequest) -> list[object]:
         run = req.run
         knobs: list[object] = []
-        if run.fusion_threshold_mb is not None:
-            knobs += ["--fusion-threshold-mb", run.fusion_threshold_mb]
-        if run.cycle_time_ms is not None:
-            knobs += ["--cycle-time-ms", run.cycle_time_ms]
-        if run.hierarchical_allreduce:
+        if (fusion := run.knob("fusion_threshold_mb")) is not None:
+            knobs += ["--fusion-threshold-mb", fusion]
+        if (cycle := run.knob("cycle_time_ms")) is not None:
+            knobs += ["--cycle-time-ms", cycle]
+        if run.knob("hierarchical_allreduce"):
             knobs.append("--hierarchical-allreduce")
         hosts = Raw('"$HPCSCALE_HOSTS"') if self.needs_hostfile(req.allocated) else None
         return [

@@ -166,10 +166,10 @@ def substitute(word: str, values: dict[str, object]) -> str:
 
 def placeholder_values(run: Any, run_dir: str) -> dict[str, object]:
     """What every placeholder of `run` (a core.run.Run) stands for."""
-    values: dict[str, object] = {n: getattr(run, n) for n in PLACEHOLDERS if n != "run_dir"}
+    values: dict[str, object] = {n: run.value(n) for n in PLACEHOLDERS if n != "run_dir"}
     values["run_dir"] = run_dir
     for name in PROGRAM_AXES:
-        values[name] = getattr(run, name)
+        values[name] = run.value(name)
     values.update({f"args.{k}": v for k, v in run.args.items()})
     return values
 

@@ -17,6 +17,19 @@ LAUNCHERS: dict[str, str] = {
     "horovodrun": "hpcscale.launchers.horovodrun:Horovodrun",
 }
 
+
+@dataclass(frozen=True)
+class FrameworkLine:
+    """A way of training: its class ("module:Class"), and the `strategy:` value selecting it."""
+
+    where: str
+    strategy: str
+
+
+FRAMEWORKS: dict[str, FrameworkLine] = {
+    "horovod_tf": FrameworkLine("hpcscale.frameworks.horovod_tf:HorovodTF", "horovod"),
+    "tf_distribute": FrameworkLine("hpcscale.frameworks.tf_distribute:TFDistribute", "mirrored"),
+}
 # a trace format: a package under hpcscale/collect/traces/ with its TraceReader
 TRACE_READERS: dict[str, str] = {
     "horovod": "hpcscale.collect.traces.horovod.reader:HorovodTimeline",

@@ -8,11 +8,37 @@ from functools import cached_property
 from typing import Any
 
 import msgspec
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from hpcscale.model.vocab import CrossDeviceOps, Device, Scaling, Strategy
+from hpcscale.model.vocab import KNOB_TERMS, CrossDeviceOps, Device, Scaling, Strategy
 
 __all__ = ["CrossDeviceOps", "Device", "Run", "Scaling", "Strategy", "run_id_of"]
+
+# A framework's knobs (hpcscale.frameworks) travel in `Run.knobs`, holding only those a run
+# sets to something else than their default. The knobs every run carried as fields before they
+# moved there are hashed always, under their flat names and with these defaults, so that no run
+# id changes; knobs added since are hashed only when set. Records (run.json, the results
+# table) keep them flat, one column each.
+HASHED_KNOBS: dict[str, Any] = {
+    "cross_device_ops": None,
+    "fusion_threshold_mb": None,
+    "cycle_time_ms": None,
+    "fp16_allreduce": False,
+    "hierarchical_allreduce": False,
+}
+# every knob a framework may set, with its default (a new framework's knobs: one entry here and
+# a Term in hpcscale.model.vocab.KNOB_TERMS)
+KNOB_DEFAULTS: dict[str, Any] = {**HASHED_KNOBS}
+# a knob's value in its Term's type, as a typed field held it (an int fusion buffer is hashed
+# as the float it always was)
+_AS_TYPE: dict[str, Any] = {"float": float, "int": int, "bool": bool, "str": str}
+
+
+def _typed(name: str, value: Any) -> Any:
+    term = KNOB_TERMS.get(name)
+    if value is None or term is None or isinstance(value, bool) != (term.type == "bool"):
+        return value  # left for the knob's framework to refuse, not silently converted
+    return _AS_TYPE.get(term.type, lambda v: v)(value)
 
 
 class Run(BaseModel):
@@ -35,13 +61,12 @@ class Run(BaseModel):
     batch_per_rank: int = Field(description="per replica: per rank under Horovod")
     global_batch: int
     strategy: Strategy = "horovod"
-    cross_device_ops: CrossDeviceOps | None = None
     mpi: str = Field(default="openmpi", description="a key of the system profile's `mpi:`")
     launcher: str = "mpirun"
-    fusion_threshold_mb: float | None = None
-    cycle_time_ms: float | None = None
-    fp16_allreduce: bool = False
-    hierarchical_allreduce: bool = False
+    knobs: dict[str, Any] = Field(
+        default_factory=dict,
+        description="the framework's knobs this run sets (hpcscale.frameworks), defaults left out",
+    )
     mixed_precision: bool = False
     epochs: int = 1
     timeline: bool = False
@@ -57,6 +82,30 @@ class Run(BaseModel):
         default=None, description="'as-written': a leading `python` is not the profile's"
     )
     swept: tuple[str, ...] = Field(default=(), description="axes this run varies over")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _fold_knobs(cls, data: Any) -> Any:
+        """Knobs given flat (a record, an assignment) go into `knobs`, defaults dropped: one
+        run has one form, whichever way it was written."""
+        if not isinstance(data, dict) or not (
+            KNOB_DEFAULTS.keys() & data.keys() or data.get("knobs")
+        ):
+            return data
+        data = dict(data)
+        flat = {k: data.pop(k) for k in KNOB_DEFAULTS.keys() & data.keys()}
+        knobs = {**(data.get("knobs") or {}), **flat}
+        typed = {k: _typed(k, v) for k, v in knobs.items()}
+        data["knobs"] = {k: v for k, v in typed.items() if v != KNOB_DEFAULTS.get(k)}
+        return data
+
+    def knob(self, name: str) -> Any:
+        """The knob's value for this run (its default when not set)."""
+        return self.knobs.get(name, KNOB_DEFAULTS.get(name))
+
+    def value(self, name: str) -> Any:
+        """A field or a knob by its flat name (a record's column, a command's placeholder)."""
+        return self.knob(name) if name in KNOB_DEFAULTS else getattr(self, name)
 
     @property
     def ranks(self) -> int:
@@ -82,7 +131,7 @@ class Run(BaseModel):
     def from_record(cls, record: dict[str, Any]) -> Run:
         """The run a run.json describes (derived and bookkeeping keys dropped); its id is
         re-derived, so an edited record cannot pass for the run it names."""
-        fields = {k: v for k, v in record.items() if k in cls.model_fields}
+        fields = {k: v for k, v in record.items() if k in cls.model_fields or k in KNOB_DEFAULTS}
         if "program" not in fields and isinstance(record.get("workload"), str):
             fields["program"] = record["workload"]  # rendered before the rename
         fields["swept"] = tuple(fields.get("swept", ()))
@@ -96,6 +145,8 @@ class Run(BaseModel):
     def as_record(self, run_id: str | None = None) -> dict[str, Any]:
         """Flat dict for tables and JSON: model fields plus derived ones (`run_id` if known)."""
         rec = dict(self.__dict__)  # every field is a JSON type already; model_dump is slow
+        rec.update(KNOB_DEFAULTS)
+        rec.update(rec.pop("knobs"))  # flat: one column per knob
         rec["args"] = dict(self.args)
         rec["run_id"] = run_id or self.run_id
         rec["ranks"] = self.ranks
@@ -119,6 +170,9 @@ def run_id_of(run: Run) -> str:
     # Every field is already a JSON type, so the instance dict encodes exactly as
     # model_dump(mode="json") would, at a fraction of the cost (this runs per run, per use).
     content = dict(run.__dict__)  # a C copy: a per-key comprehension costs 4x over 10,000s of runs
+    knobs = content.pop("knobs")
+    content.update(HASHED_KNOBS)
+    content.update(knobs)
     for k in _NOT_HASHED:
         content.pop(k, None)
     for k in _HASHED_IF_SET:

@@ -3,6 +3,7 @@ launcher registry meet, so that neither imports the other's side back."""
 
 from __future__ import annotations
 
+from hpcscale.frameworks import for_run
 from hpcscale.launchers import LaunchRequest, get
 from hpcscale.model.run import Run
 from hpcscale.model.system import System, python_of
@@ -13,15 +14,11 @@ def needs_hostfile(run: Run, system: System) -> bool:
     return get(run.launcher).needs_hostfile(system.allocates_nodes)
 
 
-def _single_process(run: Run) -> bool:
-    return run.strategy == "mirrored" and run.ranks == 1
-
-
 def launch_argv(
     run: Run, system: System, program: list[object], env_names: list[str]
 ) -> list[object]:
     """Wrap `program` in the run's launcher. `env_names` must reach every rank."""
-    if _single_process(run):
+    if for_run(run).single_process(run):
         return program  # one process drives all devices: no MPI launcher needed
     own = system.flavour(run.mpi).launcher_args
     extra: list[object] = list(system.launcher_args if own is None else own)

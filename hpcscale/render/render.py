@@ -19,13 +19,18 @@ import jinja2
 import msgspec
 
 from hpcscale.formats.atomic import atomic_write
-from hpcscale.formats.run_record import VERSIONS_DIR, campaign_version_of, encode_run_record
+from hpcscale.formats.run_record import (
+    VERSIONS_DIR,
+    campaign_version_of,
+    encode_run_record,
+    load_run_record,
+)
+from hpcscale.frameworks import for_run
 from hpcscale.model.errors import UsageError
 from hpcscale.model.names import SBATCH_SAFE
 from hpcscale.model.run import Run
 from hpcscale.model.system import System
 from hpcscale.model.template_files import template_problem
-from hpcscale.render.job_command import command_argv, command_env, horovod_env, program_argv
 from hpcscale.render.launch import launch_argv, needs_hostfile
 from hpcscale.render.templates import environment
 from hpcscale.state.paths import campaign_dir
@@ -71,8 +76,6 @@ class Rendered:
     def from_run_dir(cls, run_dir: Path) -> Rendered:
         """A run as rendered earlier, from its run.json and job.sbatch: what `resubmit` hands
         a backend again, whatever the campaign file says now. The launch line is the script's."""
-        from hpcscale.formats.run_record import load_run_record
-
         record = load_run_record(run_dir / "run.json")
         try:
             run = Run.from_record(msgspec.structs.asdict(record))
@@ -85,13 +88,11 @@ class Rendered:
 def render_run(
     run: Run, system: System, script: SchedulerScript, run_dir: Path, rid: str | None = None
 ) -> Rendered:
-    env: dict[str, object] = {**system.env_for(run), **horovod_env(run)}
     dir_text = os.fspath(run_dir)  # templates get the directory as text
-    if run.command is None:
-        program_text = join(program_argv(run, system, dir_text))
-    else:  # the user's program: every word quoted, so a campaign value is never shell
-        env.update(command_env(run, dir_text))
-        program_text = join(command_argv(run, system, dir_text))
+    fw = for_run(run)
+    env: dict[str, object] = {**system.env_for(run), **fw.env(run, dir_text)}
+    # every word quoted, so a campaign value (a user's command too) is never shell
+    program_text = join(fw.argv(run, system, dir_text))
     # the program goes in already quoted, as one Shell word: its words are quoted once, not twice
     launch_text = join(launch_argv(run, system, [program_text], list(env)))
     rid = rid or run.run_id

@@ -9,12 +9,15 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from hpcscale.frameworks import Framework, for_cell, for_strategy
+from hpcscale.frameworks.base import Cell
 from hpcscale.model import workloads
 from hpcscale.model.campaign import AXES, MAX_TIME_LIMIT_MIN, LoadedCampaign
 from hpcscale.model.command import AS_WRITTEN, COMMAND_PROGRAM, label_of, resolve_cwd
 from hpcscale.model.errors import InputError
-from hpcscale.model.run import Run
-from hpcscale.model.scaling import ScalingError, batches, fit_layout
+from hpcscale.model.registry import FRAMEWORKS
+from hpcscale.model.run import KNOB_DEFAULTS, Run
+from hpcscale.model.scaling import ScalingError, batches
 from hpcscale.model.validation import did_you_mean
 from hpcscale.model.vocab import ARGS_PREFIX
 from hpcscale.model.where import ConditionError, holds
@@ -124,37 +127,10 @@ def resolve(
         raise ScalingError("nodes", f"nodes must be a positive integer, got {nodes!r}")
     if nodes > s.max_nodes:
         raise ScalingError("nodes", f"system {s.name!r} has at most {s.max_nodes} nodes")
-    if strategy == "mirrored":
-        _mirrored_problem(lc, a, device, nodes)
-        layout = fit_layout(
-            s.cores_per_node,
-            device=device,
-            tasks_per_node=1,
-            threads_per_task=a.get("threads_per_task"),
-        )
-        replicas_per_task = gpus if device == "gpu" else int(a.get("replicas_per_task", 1))
-        if "cross_device_ops" not in a:
-            a = {**a, "cross_device_ops": "nccl" if device == "gpu" else "reduce_to_one"}
-    else:
-        layout = fit_layout(
-            s.cores_per_node,
-            device=device,
-            layout=a.get("layout"),
-            tasks_per_node=a.get("tasks_per_node"),
-            threads_per_task=a.get("threads_per_task"),
-            gpus_per_node=gpus,
-        )
-        replicas_per_task = 1
-        if "replicas_per_task" in a:
-            raise ScalingError(
-                "replicas_per_task", "replicas_per_task applies to strategy: mirrored on CPU"
-            )
-        if "cross_device_ops" in a:
-            raise ScalingError("cross_device_ops", "cross_device_ops applies to strategy: mirrored")
-    if device == "gpu" and strategy == "horovod" and layout.tasks_per_node > gpus:
-        raise ScalingError(
-            "tasks_per_node", f"{layout.tasks_per_node} ranks per node for {gpus} GPUs"
-        )
+    fw = for_cell(strategy, c.workload.command is not None)
+    placed = fw.place(Cell(lc, a, device, nodes, gpus))
+    _foreign_knobs(a, fw, strategy)
+    layout, replicas_per_task = placed.layout, placed.replicas_per_task
     replicas = nodes * layout.tasks_per_node * replicas_per_task
     per_rank, global_batch = batches(
         c.scaling,
@@ -198,13 +174,9 @@ def resolve(
         "batch_per_rank": per_rank,
         "global_batch": global_batch,
         "strategy": strategy,
-        "cross_device_ops": a.get("cross_device_ops"),
         "mpi": mpi,
         "launcher": launcher,
-        "fusion_threshold_mb": a.get("fusion_threshold_mb"),
-        "cycle_time_ms": a.get("cycle_time_ms"),
-        "fp16_allreduce": a.get("fp16_allreduce", False),
-        "hierarchical_allreduce": a.get("hierarchical_allreduce", False),
+        "knobs": placed.knobs,
         "mixed_precision": a.get("mixed_precision", False),
         "epochs": a.get("epochs", c.workload.epochs),
         "timeline": c.collect.timeline,
@@ -239,26 +211,21 @@ def command_fields(lc: LoadedCampaign) -> dict[str, str | None]:
     }
 
 
-def _mirrored_problem(lc: LoadedCampaign, a: Assignment, device: str, nodes: int) -> None:
-    """What jobs/train.py refuses under --strategy mirrored (one process on one node)."""
-    if nodes > 1:
-        raise ScalingError("nodes", "strategy: mirrored runs one process on one node (nodes: 1)")
-    if lc.campaign.collect.timeline:
+def _foreign_knobs(a: Assignment, fw: Framework, strategy: str) -> None:
+    """A knob the cell's framework does not read is an error naming the strategies it belongs
+    to, not a value silently dropped."""
+    for name in KNOB_DEFAULTS.keys() & a.keys():
+        if name in fw.knobs or a[name] == KNOB_DEFAULTS[name]:
+            continue
+        owners = [
+            line.strategy
+            for line in FRAMEWORKS.values()
+            if name in for_strategy(line.strategy).knobs
+        ]
         raise ScalingError(
-            "strategy",
-            "strategy: mirrored records no Horovod timeline; set collect.timeline: false",
-            key=("collect", "timeline"),
+            name,
+            f"{name} is a knob of strategy: {' or '.join(owners) or '?'}, not of {strategy}",
         )
-    if a.get("fp16_allreduce"):
-        raise ScalingError("fp16_allreduce", "fp16_allreduce is Horovod's: strategy: horovod")
-    if device == "gpu" and "replicas_per_task" in a:
-        raise ScalingError(
-            "replicas_per_task",
-            "on GPUs a mirrored run drives gpus_per_node devices; replicas_per_task is for CPU",
-        )
-    ops = a.get("cross_device_ops")
-    if device == "cpu" and ops in ("nccl", "hierarchical_copy"):
-        raise ScalingError("cross_device_ops", f"cross_device_ops {ops} needs device: gpu")
 
 
 def _key_of(lc: LoadedCampaign, axis: str) -> KeyPath:

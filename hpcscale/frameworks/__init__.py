@@ -1,0 +1,34 @@
+"""Frameworks: the ways of training hpcscale runs (hpcscale.frameworks.base.Framework), one
+module each, registered by name in hpcscale.model.registry.FRAMEWORKS with the `strategy:` value
+that selects it. A user's command borrows the framework its strategy names."""
+
+from __future__ import annotations
+
+from functools import cache
+
+from hpcscale.frameworks.base import Framework
+from hpcscale.frameworks.command import Command
+from hpcscale.model.registry import FRAMEWORKS, load
+from hpcscale.model.run import Run
+
+__all__ = ["Framework", "for_cell", "for_run", "for_strategy"]
+
+
+@cache
+def for_strategy(strategy: str) -> Framework:
+    """The framework a `strategy:` value selects."""
+    for line in FRAMEWORKS.values():
+        if line.strategy == strategy:
+            return load(line.where)()  # type: ignore[no-any-return]
+    raise KeyError(f"no framework for strategy {strategy!r}")
+
+
+@cache
+def for_cell(strategy: str, command: bool) -> Framework:
+    """A cell's framework: its strategy's, or a user's command following it."""
+    fw = for_strategy(strategy)
+    return Command(fw) if command else fw
+
+
+def for_run(run: Run) -> Framework:
+    return for_cell(run.strategy, run.command is not None)

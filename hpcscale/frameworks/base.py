@@ -1,0 +1,71 @@
+"""What a way of training is to hpcscale (a framework): the cells it can run and how they are
+laid out, the knobs it reads, the command and environment of one rank, whether it needs a
+launcher at all, and which trace format its runs write. Everything else (the matrix, scaling
+arithmetic, scripts, schedulers, collection) is the same for every framework.
+
+A framework is one module here and one line in hpcscale.model.registry.FRAMEWORKS."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from hpcscale.model.scaling import Layout
+
+if TYPE_CHECKING:
+    from hpcscale.model.campaign import LoadedCampaign
+    from hpcscale.model.run import Run
+    from hpcscale.model.system import System
+
+Assignment = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Cell:
+    """What the generic part of expansion settled for one cell before the framework lays it
+    out: the campaign, the axis values, the device, nodes and GPUs per node."""
+
+    lc: LoadedCampaign
+    a: Assignment
+    device: str
+    nodes: int
+    gpus: int
+
+
+@dataclass(frozen=True)
+class Placement:
+    """The framework's answer: ranks and threads per node, devices one process drives, and
+    the knob values the run gets (the assignment's, plus the framework's own defaults)."""
+
+    layout: Layout
+    replicas_per_task: int
+    knobs: dict[str, Any]
+
+
+class Framework:
+    name: ClassVar[str]
+    # the knobs it reads (names of hpcscale.model.run.KNOB_DEFAULTS)
+    knobs: ClassVar[tuple[str, ...]] = ()
+    # the trace format its runs write (hpcscale.model.registry.TRACE_READERS), if any
+    trace: ClassVar[str | None] = None
+
+    def place(self, cell: Cell) -> Placement:
+        """Lay the cell out, or raise hpcscale.model.scaling.ScalingError naming the axis."""
+        raise NotImplementedError
+
+    def argv(self, run: Run, system: System, run_dir: str) -> list[object]:
+        """What one rank runs (quoted later by the renderer)."""
+        raise NotImplementedError
+
+    def env(self, run: Run, run_dir: str) -> dict[str, object]:
+        """The variables every rank gets, beyond the profile's."""
+        return {}
+
+    def single_process(self, run: Run) -> bool:
+        """One process drives every device: started without an MPI launcher."""
+        return False
+
+
+def knobs_of(a: Assignment, names: tuple[str, ...]) -> dict[str, Any]:
+    """The assignment's values of these knobs (those it sets)."""
+    return {k: a[k] for k in names if k in a}

@@ -1,0 +1,64 @@
+"""A user's own program (`workload.command`): run unmodified through the per-rank wrapper
+(hpcscale.rankwrap), laid out and launched as the framework its `strategy` names (Horovod's
+by default), and told through the environment what a bundled program would switch on itself."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import ClassVar
+
+from hpcscale import rankwrap
+from hpcscale.frameworks.base import Cell, Framework, Placement
+from hpcscale.frameworks.horovod_tf import horovod_env
+from hpcscale.model.command import AS_WRITTEN, command_words, placeholder_values
+from hpcscale.model.run import Run
+from hpcscale.model.system import System, python_of
+
+# Run by its path with -I (no user site, no script directory on sys.path): the job's Python
+# need not have hpcscale installed, and hpcscale/'s own modules never shadow a stdlib one.
+RANKWRAP = str(Path(rankwrap.__file__).resolve())
+
+
+def command_argv(run: Run, system: System, run_dir: str) -> list[object]:
+    """A command workload's words for one rank, placeholders filled (quoted by the renderer),
+    run through the per-rank wrapper (hpcscale.rankwrap): each rank's lines are also kept in
+    `ranks/<rank>.out`, so extractors read one rank at a time, on every launcher."""
+    assert run.command is not None
+    python = python_of(system)
+    own = None if run.interpreter == AS_WRITTEN else python  # workload.interpreter
+    words = command_words(run.command, placeholder_values(run, run_dir), own)
+    return [python, "-I", RANKWRAP, "--dir", run_dir, "--", *words]
+
+
+def command_env(run: Run, run_dir: str) -> dict[str, object]:
+    """What a bundled program would switch on itself, given to the user's program through the
+    environment Horovod reads: its timeline in the run directory."""
+    env: dict[str, object] = {}
+    if run.timeline:
+        env["HOROVOD_TIMELINE"] = f"{run_dir}/timeline.json"
+    if run.mark_cycles:
+        env["HOROVOD_TIMELINE_MARK_CYCLES"] = 1
+    return env
+
+
+class Command(Framework):
+    """`borrowed`: the framework whose layout, knobs and launch contract the program follows."""
+
+    name: ClassVar[str] = "command"
+
+    def __init__(self, borrowed: Framework) -> None:
+        self.borrowed = borrowed
+        self.knobs = borrowed.knobs  # type: ignore[misc]
+        self.trace = borrowed.trace  # type: ignore[misc]
+
+    def place(self, cell: Cell) -> Placement:
+        return self.borrowed.place(cell)
+
+    def argv(self, run: Run, system: System, run_dir: str) -> list[object]:
+        return command_argv(run, system, run_dir)
+
+    def env(self, run: Run, run_dir: str) -> dict[str, object]:
+        return {**horovod_env(run), **command_env(run, run_dir)}
+
+    def single_process(self, run: Run) -> bool:
+        return self.borrowed.single_process(run)

@@ -1,0 +1,70 @@
+"""TensorFlow + Horovod (`strategy: horovod`): one process per rank under an MPI launcher, the
+Horovod knobs as its environment, a Horovod timeline as its trace."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from hpcscale.frameworks.base import Cell, Framework, Placement, knobs_of
+from hpcscale.frameworks.tf_jobs import program_argv
+from hpcscale.model.run import Run
+from hpcscale.model.scaling import ScalingError, fit_layout, fusion_threshold_bytes
+from hpcscale.model.system import System
+
+KNOBS = ("fusion_threshold_mb", "cycle_time_ms", "fp16_allreduce", "hierarchical_allreduce")
+
+
+def horovod_env(run: Run) -> dict[str, object]:
+    """Horovod knobs as environment variables (fusion threshold in bytes, cycle time in ms),
+    and the threads of a rank. What an MPI flavour needs (HOROVOD_GPU_OPERATIONS=NCCL, MV2_*)
+    comes from its profile."""
+    env: dict[str, object] = {}
+    if (fusion := run.knob("fusion_threshold_mb")) is not None:
+        env["HOROVOD_FUSION_THRESHOLD"] = fusion_threshold_bytes(fusion)
+    if (cycle := run.knob("cycle_time_ms")) is not None:
+        env["HOROVOD_CYCLE_TIME"] = cycle
+    if run.knob("hierarchical_allreduce"):
+        env["HOROVOD_HIERARCHICAL_ALLREDUCE"] = 1
+    env["OMP_NUM_THREADS"] = run.threads_per_task
+    return env
+
+
+def rank_per_process(cell: Cell, knobs: tuple[str, ...]) -> Placement:
+    """One process per rank, as many per node as the layout asks (at most one per GPU)."""
+    a, s = cell.a, cell.lc.system
+    layout = fit_layout(
+        s.cores_per_node,
+        device=cell.device,
+        layout=a.get("layout"),
+        tasks_per_node=a.get("tasks_per_node"),
+        threads_per_task=a.get("threads_per_task"),
+        gpus_per_node=cell.gpus,
+    )
+    if "replicas_per_task" in a:
+        raise ScalingError(
+            "replicas_per_task", "replicas_per_task applies to strategy: mirrored on CPU"
+        )
+    if "cross_device_ops" in a:
+        raise ScalingError("cross_device_ops", "cross_device_ops applies to strategy: mirrored")
+    return Placement(layout, 1, knobs_of(a, knobs))
+
+
+class HorovodTF(Framework):
+    name: ClassVar[str] = "horovod_tf"
+    knobs: ClassVar[tuple[str, ...]] = KNOBS
+    trace: ClassVar[str | None] = "horovod"
+
+    def place(self, cell: Cell) -> Placement:
+        placed = rank_per_process(cell, self.knobs)
+        if cell.device == "gpu" and placed.layout.tasks_per_node > cell.gpus:
+            raise ScalingError(
+                "tasks_per_node",
+                f"{placed.layout.tasks_per_node} ranks per node for {cell.gpus} GPUs",
+            )
+        return placed
+
+    def argv(self, run: Run, system: System, run_dir: str) -> list[object]:
+        return program_argv(run, system, run_dir)
+
+    def env(self, run: Run, run_dir: str) -> dict[str, object]:
+        return horovod_env(run)

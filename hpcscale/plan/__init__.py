@@ -1,0 +1,1 @@
+"""From a campaign to its runs: the matrix expanded, each cell resolved by its framework."""
