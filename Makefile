@@ -12,8 +12,11 @@ HOROVOD_ENV := HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITH_MPI=1 HOROVOD_WITH_GLOO=1 
 # --index-url https://download.pytorch.org/whl/cpu). No torchvision: it does not import beside it.
 TORCH ?= torch==2.13.0
 PYTEST_ARGS ?=
+# Some images set PYTHONDONTWRITEBYTECODE=1: then every `hpcscale` the suite starts (hundreds)
+# compiles the package again (~0.5 s each). Bytecode caches go to __pycache__ (git-ignored).
+unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: setup system-packages venv core jobs test demo bench lint docs clean
+.PHONY: setup system-packages venv core jobs test test-fast demo bench lint docs clean
 
 setup: system-packages core jobs ## venv in .venv, editable install with dev tools, TF + Horovod for jobs/
 
@@ -41,6 +44,9 @@ jobs: $(PY) system-packages ## TensorFlow 2.15.1 (CPU), Horovod 0.28.1 built aga
 	@$(PY) -c "import mpi4py" 2>/dev/null || $(PIP) install -q mpi4py
 	@if $(PY) -c "import torch" 2>/dev/null; then echo "torch: present"; else \
 	  echo "torch: installing $(TORCH) (CPU build, for jobs/torch/)"; $(PIP) install -q $(TORCH) 'numpy<2'; fi
+
+test-fast: core ## the unit tier (tests/unit): no TensorFlow, SLURM or mpirun set-up, about a minute, for the edit-test loop
+	$(PY) -m pytest tests/unit -q $(PYTEST_ARGS)
 
 test: setup ## the whole suite: unit, real mpirun, real Horovod, real local SLURM, the report in headless Chromium
 	HPCSCALE_REQUIRE_BROWSER=1 HPCSCALE_REQUIRE_SLURM=1 HPCSCALE_REQUIRE_TORCH=1 $(PY) -m pytest --durations=40 $(PYTEST_ARGS)  # setup installed Chromium and SLURM: missing is a failure

@@ -122,9 +122,10 @@ def _link(src: Path, dst: Path) -> None:
 
 def fill(campaign_dir: Path, real: dict[int, Path], overlap: bool = False) -> int:
     """Give every rendered run the real run's files with its ranks (see the module); the
-    number of runs filled. tests/test_report_scale.py fills its sweep with it too. `overlap`:
-    every run starts within a second of the first instead, so all of them ran at once on this
-    machine (the shared-machine check's worst case: every run flagged, each by all others)."""
+    number of runs filled. tests/integration/test_report_scale.py fills its sweep with it too.
+    `overlap`: every run starts within a second of the first instead, so all of them ran at
+    once on this machine (the shared-machine check's worst case: every run flagged, each by
+    all others)."""
     from hpcscale.formats.exit_record import write_exit_record
 
     metrics = {r: json.loads((d / "metrics.json").read_text()) for r, d in real.items()}

@@ -15,10 +15,11 @@ The CLI (hpcscale.cli) only parses options and draws these results with rich.
 
 from __future__ import annotations
 
+import stat
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from hpcscale.backends import REGISTRY, backend_class
 from hpcscale.backends.base import (
@@ -43,10 +44,12 @@ from hpcscale.render.render import Rendered
 from hpcscale.results import CampaignStatus, Cancelled, Planned, RenderedCampaign
 from hpcscale.starter import Example, Initialised, examples, init
 from hpcscale.state.ledger import Ledger
-from hpcscale.state.paths import select_campaigns, submitted_campaigns
+from hpcscale.state.paths import find_campaigns, select_campaigns, submitted_campaigns
 from hpcscale.state.paths import workdir as resolve_workdir
+from hpcscale.state.select import find_run
 from hpcscale.state.select import select_rows as select
 from hpcscale.state.states import DEFAULT_RESUBMIT, TERMINAL, RunState
+from hpcscale.state.workdirs import known_workdirs
 from hpcscale.util.gcpause import gc_paused
 from hpcscale.writing import write_campaign
 
@@ -54,6 +57,8 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from hpcscale.collect.collector import Collected
+    from hpcscale.collect.traces.horovod import TimelineSummary
+    from hpcscale.collect.traces.horovod.perfetto import TraceInfo
     from hpcscale.report.build import BuildResult
     from hpcscale.report.compare import CompareResult
 
@@ -68,7 +73,10 @@ __all__ = [
     "Initialised",
     "Planned",
     "RenderedCampaign",
+    "RunState",
     "Submission",
+    "Timeline",
+    "Traced",
     "cancel",
     "collect",
     "compare",
@@ -83,6 +91,8 @@ __all__ = [
     "resubmit",
     "status",
     "submit",
+    "timeline",
+    "trace",
     "validate",
 ]
 
@@ -316,15 +326,49 @@ def collect(
     timeline: bool = False,
     progress: bool = False,
     include_stale: bool = False,
+    include_partial_timelines: bool = True,
 ) -> list[Collected]:
     """Gather finished runs' metrics (and timelines) into each campaign's results table; runs
-    no longer in the campaign's matrix (stale) are left out unless `include_stale`."""
+    no longer in the campaign's matrix (stale) are left out unless `include_stale`. Without
+    `include_partial_timelines`, a truncated timeline's per-epoch figures are NaN in the
+    returned rows (as the report shows them); the saved table keeps them either way."""
+    from hpcscale.analysis.quality import PARTIAL_TIMELINE_COLUMNS
     from hpcscale.collect.collector import collect_campaign
 
-    return [
+    out = [
         collect_campaign(d, timeline=timeline, progress=progress, include_stale=include_stale)
         for d in select_campaigns(campaign, workdir)
     ]
+    if include_partial_timelines:
+        return out
+    nan = float("nan")
+    hidden = {c: nan for c in PARTIAL_TIMELINE_COLUMNS}
+    return [
+        replace(res, rows=[
+            {**r, **{c: v for c, v in hidden.items() if c in r}} if r.get("timeline_truncated")
+            else r
+            for r in res.rows
+        ])
+        for res in out
+    ]  # fmt: skip
+
+
+def table_records(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Collected rows as the saved table types them (the contract's columns, NaN as None):
+    what `collect --json` prints."""
+    from hpcscale.collect.collector import frame_of
+
+    df = frame_of(rows)
+    return df.astype(object).where(df.notna(), None).to_dict("records")
+
+
+def reason_headline(reason: str) -> str:
+    """A problem's reason in one line: its first, without the "; last lines:" that the run's
+    output lines follow."""
+    from hpcscale.collect.readers.command_row import LAST_LINES
+
+    line = reason.splitlines()[0] if reason else "?"
+    return line.removesuffix(f"; {LAST_LINES}:")[:200]
 
 
 def report(
@@ -373,3 +417,149 @@ def load_results(campaign: str, workdir: PathLike | None = None) -> pd.DataFrame
     from hpcscale.collect.collector import load_results as _load
 
     return _load(campaign, workdir=workdir)
+
+
+def cell(value: Any) -> str:
+    """A table value as the report prints it (hpcscale.report.fmt)."""
+    from hpcscale.report.fmt import cell as fmt_cell
+
+    return fmt_cell(value)
+
+
+def cell_labels(cells: pd.DataFrame) -> list[str]:
+    """One label per matrix cell naming only what differs between them, as the report does."""
+    from hpcscale.report.labels import CELL_PARTS, labels
+
+    return labels(cells, CELL_PARTS)
+
+
+# ---------------------------------------------------------------- one timeline, one run's trace
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """One timeline file analysed: its summary, the categories its time is split into (in
+    the order to show them), and what an empty one says."""
+
+    file: Path
+    summary: TimelineSummary
+    categories: tuple[str, ...]
+    empty_note: str
+
+
+def timeline(file: PathLike, *, ranks: int | None = None) -> Timeline:
+    """Analyse one Horovod timeline file (time per category, tensors, straggler hint; `ranks`:
+    ranks in the job, default from its readiness ticks). A path that is no readable regular
+    file, or a file that is no timeline, is a UsageError saying which."""
+    from hpcscale.collect.traces.horovod import (
+        CATEGORIES,
+        NO_COLLECTIVES,
+        TimelineError,
+        parse_timeline,
+    )
+
+    path = Path(file)
+    _check_regular(path, "timeline.json")
+    try:
+        summary = parse_timeline(path, ranks=ranks, keep_comm=False)
+    except TimelineError as exc:
+        raise UsageError(f"{path}: not a Horovod timeline: {exc}") from exc
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read ({exc.strerror})") from exc
+    return Timeline(path, summary, CATEGORIES, NO_COLLECTIVES)
+
+
+def _check_regular(path: Path, inside: str) -> None:
+    """Say what `path` is when it is no file to read: missing, a directory, a device."""
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        raise UsageError(f"{path}: no such file") from None
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read ({exc.strerror})") from None
+    if stat.S_ISDIR(mode):
+        hint = f" (did you mean {path / inside}?)" if (path / inside).is_file() else ""
+        raise UsageError(f"{path}: is a directory, not a file{hint}")
+    if not stat.S_ISREG(mode):
+        kinds = {stat.S_ISCHR: "a character device", stat.S_ISBLK: "a block device",
+                 stat.S_ISFIFO: "a pipe", stat.S_ISSOCK: "a socket"}  # fmt: skip
+        kind = next((k for test, k in kinds.items() if test(mode)), "a special file")
+        raise UsageError(f"{path}: not a regular file ({kind}); give a timeline file")
+
+
+@dataclass(frozen=True)
+class RunDir:
+    """A run directory found on disk: rendered, submitted or copied from a cluster (no
+    ledger needed)."""
+
+    run_id: str
+    path: Path
+
+
+def find_run_dir(run: PathLike, workdir: PathLike | None = None) -> Path:
+    """`run` when it is a run directory, else the run whose id is `run` or starts with it in
+    any campaign of the workdir: the rules of `logs` (hpcscale.state.select.find_run), over
+    the run directories on disk."""
+    if Path(run).is_dir():
+        return Path(run)
+    root = resolve_workdir(workdir)
+    found = {
+        c.name: [RunDir(d.name, d) for d in sorted((c / "runs").glob("*")) if d.is_dir()]
+        for c in find_campaigns(root)
+    }
+    return find_run(str(run), found, str(root))[1].path
+
+
+@dataclass(frozen=True)
+class Traced:
+    """A merged trace written: the run it is of, what went in, and what was missing."""
+
+    run_dir: Path
+    info: TraceInfo
+    warnings: list[str]
+
+
+def trace(run: PathLike, out: PathLike, workdir: PathLike | None = None) -> Traced:
+    """Merge a run's step spans (steps.json) and Horovod timeline into one Chrome-trace JSON
+    file (`out`, or `out`/<run>.trace.json when `out` is a directory) to open in Perfetto. The
+    run: a run directory, or a run id (or its prefix) in the workdir."""
+    from hpcscale.collect.split import load_steps
+    from hpcscale.collect.traces.horovod import TimelineError
+    from hpcscale.collect.traces.horovod.perfetto import write_trace
+
+    run_dir = find_run_dir(run, workdir)
+    dest = Path(out)
+    if dest.is_dir():
+        dest = dest / f"{run_dir.name}.trace.json"
+    if dest.exists() and not dest.is_file():  # never replace a device or socket with a file
+        raise UsageError(f"{dest}: not a regular file; give a file or a directory to write into")
+    tl = run_dir / "timeline.json"
+    if not tl.is_file():
+        raise UsageError(f"{run_dir}: no timeline.json (was the run made with timeline: true?)")
+    warnings = []
+    steps = None
+    if (run_dir / "steps.json").is_file():
+        steps = load_steps(run_dir / "steps.json")
+    else:
+        warnings.append(f"{run_dir}: no steps.json, writing the timeline only")
+    try:
+        info = write_trace(tl, steps, dest)
+    except (TimelineError, ValueError) as exc:
+        raise UsageError(str(exc)) from exc
+    except OSError as exc:
+        raise UsageError(f"{exc.filename or dest}: {exc.strerror or exc}") from exc
+    return Traced(run_dir, info, warnings)
+
+
+# ---------------------------------------------------------------- names, for shell completion
+
+
+def campaign_names(workdir: PathLike | None = None, *, elsewhere: bool = True) -> list[str]:
+    """The campaigns in the workdir, then (with `elsewhere`: no workdir was named) those in
+    every other workdir hpcscale has used, as `status NAME` finds them; directory listings
+    only, so a completion is instant."""
+    here = resolve_workdir(workdir)
+    named = [d.name for d in find_campaigns(here)]
+    if elsewhere:
+        named += [d.name for w in known_workdirs() if w != here for d in find_campaigns(w)]
+    return list(dict.fromkeys(named))

@@ -3,7 +3,7 @@ as hpcscale/model/vocab.py defines them, with the choices and ranges `validate` 
 
 The definitions live in the code, once; the guide is a rendering of them, so it cannot drift.
 `python -m hpcscale.reference` rewrites the file, `--check` only says whether it is stale
-(tests/test_docs.py fails when it is).
+(tests/integration/test_docs.py fails when it is).
 """
 
 from __future__ import annotations
@@ -13,7 +13,9 @@ import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from hpcscale.collect.collector import COLUMNS
 from hpcscale.model import vocab
+from hpcscale.model.campaign import AXIS_CHOICES, AXIS_RANGES, REFERENCE_KEYS, reference_metrics
 from hpcscale.model.vocab import Term
 
 CHECKOUT = Path(__file__).resolve().parent.parent
@@ -54,8 +56,6 @@ def _terms_table(terms: Iterable[Term]) -> list[str]:
 
 def _axis_values(name: str) -> str:
     """What `validate` accepts for an axis, from the campaign schema's choices and ranges."""
-    from hpcscale.model.campaign import AXIS_CHOICES, AXIS_RANGES
-
     if name in AXIS_CHOICES:
         return " | ".join(f"`{c}`" for c in AXIS_CHOICES[name])
     if name in AXIS_RANGES:
@@ -74,16 +74,12 @@ def _axis_values(name: str) -> str:
 
 def _extra_columns() -> list[str]:
     """Columns the collector writes that the vocabulary has no term for."""
-    from hpcscale.collect.collector import COLUMNS
-
     return [c for c in COLUMNS if c not in vocab.TERMS]
 
 
 def _reference_keys() -> tuple[list[str], list[str], tuple[str, ...]]:
     """The metrics a campaign's `references:` may check, those of them that also have a
     `_min`/`_max` over the repeats, and the keys its `where:` may select on."""
-    from hpcscale.model.campaign import REFERENCE_KEYS, reference_metrics
-
     known = reference_metrics()
     metrics = sorted(m for m in known if not m.endswith(("_min", "_max")))
     spread = [m for m in metrics if f"{m}_min" in known and f"{m}_max" in known]
@@ -100,8 +96,9 @@ def render() -> str:
         "Every name below is defined once, in `hpcscale/model/vocab.py` (the choices and ranges "
         "in `hpcscale/model/campaign.py`); campaign validation, the run records, the analysis, "
         "the report's labels and the CLI's tables all read it from there. This page is "
-        f"generated from it: after changing a definition, run `{COMMAND}` (tests/test_docs.py "
-        "fails while this page is stale). How to use them: [campaigns.md](campaigns.md).",
+        f"generated from it: after changing a definition, run `{COMMAND}` "
+        "(tests/integration/test_docs.py fails while this page is stale). "
+        "How to use them: [campaigns.md](campaigns.md).",
         "",
         "## Matrix axes",
         "",

@@ -9,9 +9,9 @@ from typing import Any
 from hpcscale.backends.base import StateChange
 from hpcscale.backends.outputs import RunOutput
 from hpcscale.model.campaign import Campaign, LoadedCampaign
-from hpcscale.plan.expand import Excluded, Plan
 from hpcscale.model.run import Run
 from hpcscale.model.system import System
+from hpcscale.plan.expand import Excluded, Plan
 from hpcscale.render.render import Rendered
 from hpcscale.state.ledger import RunRow
 

@@ -5,7 +5,7 @@ damage their copy (a corrupt metrics.json, a truncated timeline, ...).
 It is run as a user runs it: by hpcscale installed from its wheel (tests/packaging_fixture.py),
 from a directory outside the checkout, on the campaign `hpcscale init --example quickstart`
 copies there; so the same run is the end-to-end test of the installed package
-(tests/test_packaging.py) and no second TensorFlow run is needed for it."""
+(tests/integration/test_packaging.py) and no second TensorFlow run is needed for it."""
 
 from __future__ import annotations
 

@@ -18,6 +18,7 @@ from typing import Any
 
 import pandas as pd
 
+from hpcscale.analysis.frame import normalise
 from hpcscale.analysis.metric import ScalingMetric
 
 
@@ -71,8 +72,6 @@ class TableContext:
     def planned_frame(self) -> pd.DataFrame | None:
         """The planned runs as a `frame.normalise`d table (None when nothing was planned), built
         once: the baseline, the checks and compare all read it."""
-        from hpcscale.analysis.frame import normalise
-
         return normalise(pd.DataFrame(list(self.planned))) if self.planned else None
 
     @cached_property

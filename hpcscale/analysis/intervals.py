@@ -15,7 +15,7 @@ People run 3 to 10 repeats, so the methods are chosen for coverage at those coun
   exponentiated. A ratio has no distribution-free interval at these counts (the
   Hodges-Lehmann interval of a shift reaches at most 90 % with 3 + 3 repeats); Welch on logs is
   exact for log-normal timings and near its level for normal ones with realistic spread
-  (tests/test_coverage.py measures both at 3, 5 and 10 repeats).
+  (tests/unit/analysis/test_coverage.py measures both at 3, 5 and 10 repeats).
 
 "Within noise": two cells are called different only when their intervals do not overlap.
 `noise.false_call_rate` gives, for two order-statistic intervals, how often that calls a difference

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar, Protocol
 
 from hpcscale.backends.repeats import DEFAULT_MAX_FAILURES, resumable
+from hpcscale.model.errors import BackendError, HpcscaleError, UsageError
 from hpcscale.state.states import RunState
 
 if TYPE_CHECKING:
@@ -116,8 +117,6 @@ class Backend(ABC):
 
     def options(self, options: BackendOptions | None) -> BackendOptions:
         """The options to use; options meant for another backend are a usage error."""
-        from hpcscale.model.errors import UsageError
-
         if options is None:
             return self.options_type()
         if type(options) is BackendOptions:  # the common ones: this backend's defaults for the rest
@@ -172,8 +171,6 @@ def wants_submit(row: RunRow | None, force: bool) -> bool:
 
 def raise_for(out: Submission) -> None:
     """Rejected or failed runs as an error (exit 1), naming them."""
-    from hpcscale.model.errors import BackendError, HpcscaleError
-
     if out.rejected:
         raise BackendError("\n".join(out.errors) or f"{len(out.rejected)} run(s) rejected")
     if out.failed:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import stat
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -20,7 +19,7 @@ from hpcscale.cli.common import (
     print_json,
 )
 from hpcscale.cli.tables import Col, Grid
-from hpcscale.model.errors import HpcscaleError, UsageError
+from hpcscale.model.errors import HpcscaleError
 from hpcscale.util.text import plural
 
 
@@ -37,33 +36,21 @@ def timeline(
     ] = None,
 ) -> None:
     """Analyse one timeline file: time per category, top tensors, straggler hint."""
-    from hpcscale.collect.traces.horovod import (
-        CATEGORIES,
-        NO_COLLECTIVES,
-        TimelineError,
-        parse_timeline,
-    )
-
-    _check_regular(file, "timeline.json")
-    try:
-        s = parse_timeline(file, ranks=ranks, keep_comm=False)
-    except TimelineError as exc:
-        raise UsageError(f"{file}: not a Horovod timeline: {exc}") from exc
-    except OSError as exc:
-        raise UsageError(f"{file}: cannot read ({exc.strerror})") from exc
+    tl = api.timeline(file, ranks=ranks)
+    s = tl.summary
     if json_out:
         print_json(s.as_json(top=top))
         return
     if s.empty:
         empty = " (an empty file)" if file.stat().st_size == 0 else ""
-        console.print(escape(f"{file}{empty}: {NO_COLLECTIVES}"), highlight=False)
+        console.print(escape(f"{file}{empty}: {tl.empty_note}"), highlight=False)
         return
     span = s.span_us / 1e6
     t = Grid(
         f"{file} ({s.format}, {plural(s.events, 'event')}, {plural(s.tensors, 'tensor')})",
         ["category", Col("seconds", right=True), Col("% of span", right=True)],
     )
-    for c in CATEGORIES:
+    for c in tl.categories:
         v = s.seconds(c)
         t.add_row(f"{c}_s", _seconds(v), f"{100 * v / span:.1f}" if span else "-")
     for name, us in (("waits_s", s.waits_us), ("waits_in_comm_s", s.waits_in_comm_us)):
@@ -133,8 +120,6 @@ def collect(
     Only completed runs are measurements: one that failed, was cancelled or is still running is
     kept in the files with its `state` and left out of every table (said in one line). Exit
     code 1 when runs' results are unreadable (named; the others are written)."""
-    from hpcscale.collect.collector import frame_of
-
     reports: list[dict[str, Any]] = []
     unreadable: list[str] = []
     for res in api.collect(
@@ -143,13 +128,12 @@ def collect(
         timeline=with_timeline,
         progress=not json_out,
         include_stale=include_stale,
+        include_partial_timelines=include_partial_timelines,
     ):
         unreadable += [
-            f"{res.campaign}/{p.run_id} ({_first_line(p.reason)})" for p in res.unreadable
+            f"{res.campaign}/{p.run_id} ({api.reason_headline(p.reason)})" for p in res.unreadable
         ]
-        rows = res.rows if include_partial_timelines else [_hide_partial(r) for r in res.rows]
         if json_out:
-            df = frame_of(rows)
             reports.append(
                 {
                     "campaign": res.campaign,
@@ -167,11 +151,11 @@ def collect(
                         {"run_id": p.run_id, "reason": p.reason, "partial": p.partial}
                         for p in res.problems
                     ],
-                    "rows": df.astype(object).where(df.notna(), None).to_dict("records"),
+                    "rows": api.table_records(res.rows),
                 }
             )
             continue
-        _print_collected(res, rows, with_timeline)
+        _print_collected(res, res.rows, with_timeline)
     if json_out:
         print_json({"campaigns": reports})
     if unreadable:
@@ -179,23 +163,6 @@ def collect(
             f"{plural(len(unreadable), 'finished run')} with unreadable results, left out of "
             f"the table: {', '.join(unreadable)}"
         )
-
-
-def _first_line(reason: str) -> str:
-    """A reason's first line, without the "; last lines:" that the lines under it follow."""
-    from hpcscale.collect.readers.command_row import LAST_LINES
-
-    line = reason.splitlines()[0] if reason else "?"
-    return line.removesuffix(f"; {LAST_LINES}:")[:200]
-
-
-def _hide_partial(row: dict[str, Any]) -> dict[str, Any]:
-    """A row with a truncated timeline's per-epoch figures as NaN (what the report shows)."""
-    from hpcscale.analysis.quality import PARTIAL_TIMELINE_COLUMNS
-
-    if not row.get("timeline_truncated"):
-        return row
-    return {**row, **{c: float("nan") for c in PARTIAL_TIMELINE_COLUMNS if c in row}}
 
 
 def _print_collected(res: Any, rows: list[dict[str, Any]], with_timeline: bool) -> None:
@@ -234,41 +201,6 @@ def _cell(v: Any) -> str:
     return str(v)
 
 
-def _check_regular(path: Path, inside: str) -> None:
-    """Say what `path` is when it is no file to read: missing, a directory, a device."""
-    try:
-        mode = path.stat().st_mode
-    except FileNotFoundError:
-        raise UsageError(f"{path}: no such file") from None
-    except OSError as exc:
-        raise UsageError(f"{path}: cannot read ({exc.strerror})") from None
-    if stat.S_ISDIR(mode):
-        hint = f" (did you mean {path / inside}?)" if (path / inside).is_file() else ""
-        raise UsageError(f"{path}: is a directory, not a file{hint}")
-    if not stat.S_ISREG(mode):
-        kinds = {stat.S_ISCHR: "a character device", stat.S_ISBLK: "a block device",
-                 stat.S_ISFIFO: "a pipe", stat.S_ISSOCK: "a socket"}  # fmt: skip
-        kind = next((k for test, k in kinds.items() if test(mode)), "a special file")
-        raise UsageError(f"{path}: not a regular file ({kind}); give a timeline file")
-
-
-def _find_run(run: str, wd: Path | None) -> Path:
-    from hpcscale.state.paths import workdir
-
-    p = Path(run)
-    if p.is_dir():
-        return p
-    root = workdir(wd)
-    hits = sorted(root.glob(f"*/runs/{run}*")) if root.is_dir() and len(run) >= 4 else []
-    hits = [h for h in hits if h.is_dir()]
-    if not hits:
-        raise UsageError(f"{run}: not a run directory, nor a run id in {root}")
-    if len(hits) > 1:
-        listed = ", ".join(f"{h.parent.parent.name}/{h.name}" for h in hits[:5])
-        raise UsageError(f"{run}: matches several runs ({listed}); give more of the id")
-    return hits[0]
-
-
 def trace(
     run: Annotated[str, typer.Argument(help="a run directory, or a run id (or its prefix)")],
     out: Annotated[
@@ -282,29 +214,10 @@ def trace(
     workdir: WorkdirOpt = None,
 ) -> None:
     """Merge a run's step spans and Horovod timeline into one trace (Perfetto, chrome://tracing)."""
-    from hpcscale.collect.split import load_steps
-    from hpcscale.collect.traces.horovod import TimelineError
-    from hpcscale.collect.traces.horovod.perfetto import write_trace
-
-    run_dir = _find_run(run, workdir)
-    if out.is_dir():
-        out = out / f"{run_dir.name}.trace.json"
-    if out.exists() and not out.is_file():  # never replace a device or socket with a file
-        raise UsageError(f"{out}: not a regular file; give a file or a directory to write into")
-    tl = run_dir / "timeline.json"
-    if not tl.is_file():
-        raise UsageError(f"{run_dir}: no timeline.json (was the run made with timeline: true?)")
-    steps = None
-    if (run_dir / "steps.json").is_file():
-        steps = load_steps(run_dir / "steps.json")
-    else:
-        err_console.print(f"[yellow]note:[/] {run_dir}: no steps.json, writing the timeline only")
-    try:
-        info = write_trace(tl, steps, out)
-    except (TimelineError, ValueError) as exc:
-        raise UsageError(str(exc)) from exc
-    except OSError as exc:
-        raise UsageError(f"{exc.filename or out}: {exc.strerror or exc}") from exc
+    traced = api.trace(run, out, workdir)
+    for warning in traced.warnings:
+        err_console.print(f"[yellow]note:[/] {escape(warning)}", highlight=False)
+    info = traced.info
     note = " (cut final record dropped)" if info.truncated else ""
     console.print(
         escape(

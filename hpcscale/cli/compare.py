@@ -134,8 +134,6 @@ def _why(result: CompareResult) -> str:
 def _summary(result: CompareResult) -> Grid:
     """Throughput (or a command's own metric) per aligned row and campaign, with each later
     campaign's change."""
-    from hpcscale.report.fmt import cell
-
     a, metric = result.aligned, result.metric
     base = a[a["campaign"] == result.baseline].set_index("row").sort_index()
     later = result.campaigns[1:]
@@ -157,7 +155,7 @@ def _summary(result: CompareResult) -> Grid:
     for r in d[d["metric"] == metric.column].to_dict("records") if len(d) else []:
         hits.setdefault((r["row"], r["campaign"]), r)
     for row, b in base.iterrows():
-        shown = [cell(values.get((row, n), math.nan)) for n in result.campaigns]
+        shown = [api.cell(values.get((row, n), math.nan)) for n in result.campaigns]
         changes = [_change(hits[(row, n)]) if (row, n) in hits else "–" for n in later]
         table.add_row(str(b["cell"]), *shown, *changes)
     return table

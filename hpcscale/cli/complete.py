@@ -13,6 +13,9 @@ import os
 from pathlib import Path
 from typing import Any
 
+from hpcscale import api
+from hpcscale.model.system import search_dirs
+
 YAML = (".yaml", ".yml")
 
 
@@ -28,29 +31,14 @@ def _yaml_files(incomplete: str) -> list[str]:
     return [prefix + name for name in names]
 
 
-def _workdir(ctx: Any) -> Path:
-    """The workdir this command line names (`--workdir`, HPCSCALE_WORKDIR, ./hpcscale-runs)."""
-    from hpcscale.state.paths import workdir
-
-    given = (getattr(ctx, "params", None) or {}).get("workdir")
-    return workdir(given)
-
-
 def campaign_names(ctx: Any, incomplete: str) -> list[str]:
     """Campaigns in this command's workdir, then those in every workdir hpcscale has used
     (`status NAME` finds them from anywhere), then campaign files here."""
-    from hpcscale.state.paths import find_campaigns
-    from hpcscale.state.workdirs import known_workdirs
-
     if "/" in incomplete or incomplete.endswith(YAML):
         return _yaml_files(incomplete)
-    here = _workdir(ctx)
-    named = [d.name for d in find_campaigns(here)]
-    explicit = (getattr(ctx, "params", None) or {}).get("workdir") or os.environ.get(
-        "HPCSCALE_WORKDIR"
-    )
-    if not explicit:  # as select_campaigns: other workdirs only when none was named
-        named += [d.name for w in known_workdirs() if w != here for d in find_campaigns(w)]
+    given = (getattr(ctx, "params", None) or {}).get("workdir")
+    # as select_campaigns: other workdirs only when none was named
+    named = api.campaign_names(given, elsewhere=not (given or os.environ.get("HPCSCALE_WORKDIR")))
     return list(dict.fromkeys([*named, *_yaml_files(incomplete)]))
 
 
@@ -61,15 +49,11 @@ def campaign_files(incomplete: str) -> list[str]:
 
 def example_names(incomplete: str) -> list[tuple[str, str]]:
     """The shipped campaigns, each with its description (zsh and fish show it)."""
-    from hpcscale.starter import examples
-
-    return [(e.name, e.description) for e in examples()]
+    return [(e.name, e.description) for e in api.examples()]
 
 
 def system_names(incomplete: str) -> list[str]:
     """Profiles by name (HPCSCALE_SYSTEMS_PATH, then the shipped ones), then profile files."""
-    from hpcscale.model.system import search_dirs
-
     if "/" in incomplete or incomplete.endswith(YAML):
         return _yaml_files(incomplete)
     names: list[str] = []

@@ -133,9 +133,6 @@ def report(
 def _summary(rep: CampaignReport) -> Grid:
     """Throughput (images/s, or a command's own metric, named), speedup and efficiency per
     matrix cell: the numbers people look at first."""
-    from hpcscale.report.fmt import cell
-    from hpcscale.report.labels import CELL_PARTS, labels
-
     cells, metric = rep.cells, rep.metric
     table = Grid(
         f"{rep.name}: {plural(len(rep.runs), 'run')}",
@@ -144,13 +141,13 @@ def _summary(rep: CampaignReport) -> Grid:
             *(Col(c, right=True) for c in ("Ranks", metric.heading, "Speedup", "Efficiency")),
         ],
     )
-    names = labels(cells, CELL_PARTS)
+    names = api.cell_labels(cells)
     for name, (_, row) in zip(names, cells.iterrows(), strict=True):
         table.add_row(
             name,
             str(int(row["ranks"])),
-            cell(row[metric.column]),
-            cell(row["speedup"]),
-            cell(row["efficiency"]),
+            api.cell(row[metric.column]),
+            api.cell(row["speedup"]),
+            api.cell(row["efficiency"]),
         )
     return table

@@ -10,8 +10,8 @@ from rich.markup import escape
 from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
+from hpcscale.api import RunState
 from hpcscale.cli.common import console, err_console
-from hpcscale.state.states import RunState
 from hpcscale.util.text import printable
 
 if TYPE_CHECKING:

@@ -16,6 +16,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from hpcscale import api
+from hpcscale.api import RunState
 from hpcscale.cli.common import (
     IncludeStaleOpt,
     JsonOpt,
@@ -27,7 +28,6 @@ from hpcscale.cli.common import (
 from hpcscale.cli.complete import campaign_names
 from hpcscale.cli.tables import Col, Grid
 from hpcscale.model.errors import HpcscaleError
-from hpcscale.state.states import RunState
 from hpcscale.util.logtail import copy_shown
 from hpcscale.util.text import plural, printable
 

@@ -9,6 +9,7 @@ import typer
 
 from hpcscale import api
 from hpcscale.backends.base import BackendOptions, Submission
+from hpcscale.backends.slurm.backend import SlurmOptions
 from hpcscale.cli.common import CampaignArg, SystemOpt, WorkdirOpt, console
 from hpcscale.cli.reporting import RichReporter
 from hpcscale.model.errors import UsageError
@@ -46,8 +47,6 @@ def backend_options(
     """Typed options: SLURM's when a SLURM flag is given (another backend then refuses them),
     else the common ones, which every backend completes with its own defaults."""
     if no_array or max_parallel is not None or follow:
-        from hpcscale.backends.slurm.backend import SlurmOptions
-
         return SlurmOptions(
             force=force, array=not no_array, max_parallel=max_parallel, follow=follow,
             max_failures=max_failures,

@@ -52,7 +52,7 @@ from hpcscale.formats.atomic import atomic_write
 from hpcscale.formats.exit_record import EXIT_NAME
 from hpcscale.formats.outputs import all_outputs
 from hpcscale.model.errors import UsageError
-from hpcscale.state.run_state import KnownState, run_states
+from hpcscale.state.run_state import KnownState, run_states, states_without_ledger
 from hpcscale.state.stale import stale_runs
 from hpcscale.state.states import RunState
 
@@ -237,8 +237,6 @@ def _states(cdir: Path, dirs: list[Path]) -> tuple[dict[str, KnownState], str | 
     try:
         return run_states(cdir, dirs), None
     except Exception as exc:  # a ledger the rebuild could not save either
-        from hpcscale.state.run_state import states_without_ledger
-
         return states_without_ledger(dirs), f"ledger unreadable ({type(exc).__name__}: {exc})"
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from hpcscale.analysis import EXACT_COLUMNS, RUN_COLUMNS, TIMELINE_COLUMNS
 from hpcscale.collect.rates import throughput
+from hpcscale.collect.readers.command_row import CommandProblem, read_command_run
 from hpcscale.collect.split import Steps, exact_split, load_steps
 from hpcscale.collect.traces import reader_for
 from hpcscale.collect.traces.horovod import NO_COLLECTIVES, TimelineSummary
@@ -151,8 +152,6 @@ def run_row(run_dir: Path, timeline: bool) -> tuple[dict[str, Any], list[str]]:
 
 def _command_row(run_dir: Path, rec: RunRecord, timeline: bool) -> tuple[dict[str, Any], list]:
     """A command workload's row: its figures read from its output (collect.readers)."""
-    from hpcscale.collect.readers.command_row import CommandProblem, read_command_run
-
     try:
         figures, notes = read_command_run(run_dir, rec)
     except CommandProblem as exc:

@@ -36,6 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
+from hpcscale.analysis.overlap import OVERLAP_COLUMNS, split
 from hpcscale.collect import intervals as iv
 from hpcscale.formats.steps import load_steps_file
 from hpcscale.model.errors import InputError
@@ -177,7 +178,5 @@ def seed_split(
     epoch_time_s: float, comm_s: float, wait_for_data_s: float, wait_for_other_s: float
 ) -> dict[str, float]:
     """Seed 001's arithmetic for one run (the analysis module owns the formula)."""
-    from hpcscale.analysis.overlap import OVERLAP_COLUMNS, split
-
     parts = split(epoch_time_s, comm_s, wait_for_data_s, wait_for_other_s)
     return {name: float(getattr(parts, name)) for name in OVERLAP_COLUMNS}

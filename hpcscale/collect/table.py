@@ -25,10 +25,12 @@ from hpcscale.analysis import (
     RUN_COLUMNS,
     TIMELINE_COLUMNS,
 )
+from hpcscale.analysis.frame import measured
 from hpcscale.collect.run_row import TIMELINE_EXTRA
 from hpcscale.formats.atomic import atomic_write
 from hpcscale.model.errors import UsageError
 from hpcscale.model.vocab import CONTENTION_COLUMNS, QUALITY_COLUMNS, arg_columns
+from hpcscale.state.paths import campaign_dir, select_campaigns
 
 RESULTS_PARQUET = "results.parquet"
 RESULTS_CSV = "results.csv"
@@ -148,9 +150,6 @@ def load_results(
     Python lists and dicts: its measured runs (COMPLETED), unless `measured_only` is False
     (then every run it read, each with its `state`)."""
     import pandas as pd
-
-    from hpcscale.analysis.frame import measured
-    from hpcscale.state.paths import campaign_dir, select_campaigns
 
     p = Path(campaign)
     if (p / RESULTS_PARQUET).exists():

@@ -30,6 +30,7 @@ from hpcscale.report.data import (
 from hpcscale.report.export import ParquetUnavailable, csv_bytes, parquet_bytes
 from hpcscale.report.failures import any_failed, failures_report, unfinished_runs
 from hpcscale.report.figures.render import figure_pngs
+from hpcscale.report.figures.reuse import reusing
 from hpcscale.report.fmt import shared_display
 from hpcscale.report.model import CampaignReport, Section, Table
 from hpcscale.report.sections import campaign_report
@@ -102,16 +103,17 @@ def build(
         runs = without_partial_timelines(runs, include_partial_timelines)
         ctx = replace(ctx, include_partial=include_partial_timelines)
         stale = list(ctx.stale)
-        rep = campaign_report(
-            runs,
-            src.name,
-            src.description,
-            src.references,
-            provenance_section(src, set() if ctx.stale_included else set(stale)),
-            targets=list(targets) or src.targets,
-            max_nodes=system_max_nodes(src.system, src.dir),
-            context=ctx,
-        )
+        with reusing(out_dir / "figures"):  # a figure drawn before from the same inputs
+            rep = campaign_report(
+                runs,
+                src.name,
+                src.description,
+                src.references,
+                provenance_section(src, set() if ctx.stale_included else set(stale)),
+                targets=list(targets) or src.targets,
+                max_nodes=system_max_nodes(src.system, src.dir),
+                context=ctx,
+            )
         if stale:
             rep.notes.append(stale_note(stale, ctx.stale_included))
         unfinished = list(ctx.unfinished)

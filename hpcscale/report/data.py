@@ -11,7 +11,15 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from hpcscale.analysis.context import TableContext
+from hpcscale.analysis.frame import measured
+from hpcscale.collect import collector
+from hpcscale.model.campaign import Campaign
 from hpcscale.model.errors import UsageError
+from hpcscale.model.targets import parse_target
+from hpcscale.model.validation import validate
+from hpcscale.model.yamlsrc import load_yaml
+from hpcscale.state.paths import select_campaigns
+from hpcscale.state.paths import workdir as resolve_workdir
 
 if TYPE_CHECKING:
     from hpcscale.collect.collector import Collected
@@ -33,11 +41,6 @@ def campaign_source(cdir: Path, yaml_path: Path | None = None) -> CampaignSource
     references are the ones to check), else the resolved copy in the campaign directory.
 
     The system profile is not loaded: a report must not need the cluster's profile to exist."""
-    from hpcscale.model.campaign import Campaign
-    from hpcscale.model.targets import parse_target
-    from hpcscale.model.validation import validate
-    from hpcscale.model.yamlsrc import load_yaml
-
     path = yaml_path or cdir / "campaign.yaml"
     if not path.exists():
         return CampaignSource(cdir.name, cdir)
@@ -71,8 +74,6 @@ def collected_runs(source: CampaignSource, include_stale: bool = False) -> Colle
 
     Collection is incremental, so calling it every time only reads runs finished since the
     last `hpcscale collect`, and the report never shows an out-of-date table."""
-    from hpcscale.collect import collector
-
     return collector.collect_campaign(
         source.dir, timeline=source.timeline, include_stale=include_stale
     )
@@ -82,8 +83,6 @@ def table_and_context(loaded: Collected | pd.DataFrame | None) -> tuple[pd.DataF
     """A loader's result as (tidy table, what travels beside it): a `Collected` (its measured
     runs), or a plain table (a notebook's own: nothing known beyond its rows; runs it gives a
     `state` other than COMPLETED are not measurements, analysis.frame.measured)."""
-    from hpcscale.analysis.frame import measured
-
     if loaded is None:
         return pd.DataFrame(), TableContext()
     if isinstance(loaded, pd.DataFrame):
@@ -101,10 +100,6 @@ def report_inputs(
     else every one in the workdir), the report directory, the campaign files the user named
     (their references are the ones to check, not the resolved copy's) and the `--target` goals
     parsed (bad syntax: UsageError)."""
-    from hpcscale.model.targets import parse_target
-    from hpcscale.state.paths import select_campaigns
-    from hpcscale.state.paths import workdir as resolve_workdir
-
     try:
         specs = [parse_target(t, "command line (--target)") for t in targets]
     except ValueError as exc:

@@ -12,11 +12,14 @@ from pathlib import Path
 
 import pandas as pd
 
+from hpcscale.backends.outputs import run_outputs
 from hpcscale.formats.outputs import job_output
+from hpcscale.formats.run_record import load_run_record
 from hpcscale.model.errors import HpcscaleError
 from hpcscale.report.model import CampaignReport, Section, Table
 from hpcscale.report.sections.quality import TITLE
 from hpcscale.report.sections.unparsed import reason_line, unparsed_text
+from hpcscale.state.ledger import LEDGER_NAME, Ledger
 from hpcscale.state.states import RunState
 from hpcscale.util.text import plural
 
@@ -45,9 +48,6 @@ class EndedRun:
 def unfinished_runs(cdir: Path, include_stale: bool = False) -> list[EndedRun]:
     """Every run of the campaign's ledger that has not completed (stale ones only with
     `include_stale`), with its reason when it ended without success; [] without a ledger."""
-    from hpcscale.backends.outputs import run_outputs
-    from hpcscale.state.ledger import LEDGER_NAME, Ledger
-
     if not (cdir / LEDGER_NAME).exists():
         return []
     with Ledger(cdir) as ledger:
@@ -104,8 +104,6 @@ def failures_report(
 
 def _cell(run_dir: Path) -> str:
     """The run's matrix cell ("dcgan, nodes=1, ranks=2") from its run.json; "" unreadable."""
-    from hpcscale.formats.run_record import load_run_record
-
     with contextlib.suppress(HpcscaleError):
         rec = load_run_record(run_dir / "run.json")
         return f"{rec.model}, nodes={rec.nodes}, ranks={rec.ranks}"

@@ -73,7 +73,9 @@ def display(frame: pd.DataFrame, drop_empty: bool = True) -> pd.DataFrame:
     if drop_empty and len(frame):
         frame = frame.loc[:, frame.notna().any(axis=0)]
     shown = {col: _column(frame[col]) for col in frame.columns}
-    out = pd.DataFrame(shown, index=pd.RangeIndex(len(frame)), columns=list(shown))
+    # object columns: the strings stay the Python strings made here (an Arrow string column
+    # would convert them in, and back out for Markdown and HTML)
+    out = pd.DataFrame(shown, index=pd.RangeIndex(len(frame)), columns=list(shown), dtype=object)
     if memo is not None:
         memo[key] = (source, out)
     return out

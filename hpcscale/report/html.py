@@ -99,7 +99,7 @@ def table_html(frame: pd.DataFrame, title: str) -> Markup:
     if shown.empty:
         return Markup("<p><em>(no rows)</em></p>")
     columns = [str(c) for c in shown.columns]
-    values = [shown[c].astype(str).tolist() for c in shown.columns]
+    values = [shown[c].tolist() for c in shown.columns]  # fmt.display: strings already
     num = [numeric_column(col) for col in values]
     # joined here, not in a Jinja template: its call per cell was most of a big report's time;
     # each distinct value of a column escaped once (a sweep repeats its settings)

@@ -12,14 +12,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 import pandas as pd
-from matplotlib.figure import Figure
 
 from hpcscale.analysis.context import TableContext
 from hpcscale.analysis.metric import HEADING_OF_KIND, THROUGHPUT, ScalingMetric
 from hpcscale.model.vocab import term
 from hpcscale.report.model import Section, Table
+
+if TYPE_CHECKING:  # a figure (or a reused one: figures.reuse) is only relabelled
+    from matplotlib.figure import Figure
 
 # What the scaling sections say of the bundled programs' throughput.
 IMAGES_TEXT = "Images/s is the global throughput"

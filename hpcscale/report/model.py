@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import pandas as pd
-from matplotlib.figure import Figure
 
 from hpcscale.analysis.metric import ScalingMetric
+from hpcscale.report.figures.fold import note_of
+
+if TYPE_CHECKING:  # a plot's figure may be a reused PNG (figures.reuse): no matplotlib needed
+    from matplotlib.figure import Figure
 
 
 @dataclass
@@ -55,8 +59,6 @@ class CampaignReport:
 def plot_if(key: str, title: str, figure: Figure | None, caption: str = "") -> list[Plot]:
     """A section's plots: none when the figure function had nothing to draw. What the figure
     folded (figures.fold: too many lines to tell apart) is said after the caption."""
-    from hpcscale.report.figures.fold import note_of
-
     if figure is None:
         return []
     return [Plot(key, title, figure, " ".join(filter(None, [caption, note_of(figure)])))]

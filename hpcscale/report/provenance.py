@@ -16,6 +16,8 @@ import pandas as pd
 
 from hpcscale.formats.run_record import load_run_record
 from hpcscale.model.errors import HpcscaleError
+from hpcscale.model.system import load_system
+from hpcscale.state.claim import file_dir
 
 KNOB_PREFIXES: tuple[str, ...] = (
     "HOROVOD_",
@@ -97,8 +99,6 @@ def system_table(name: str | None, campaign_dir: Path) -> tuple[pd.DataFrame, st
     """The system profile's main settings, and a note when it cannot be loaded here."""
     if not name:
         return pd.DataFrame(columns=["Setting", "Value"]), "no system profile recorded"
-    from hpcscale.model.system import load_system
-    from hpcscale.state.claim import file_dir
 
     try:
         system = load_system(name, relative_to=file_dir(campaign_dir))

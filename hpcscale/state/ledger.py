@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from hpcscale.state.rebuild import rebuild
 from hpcscale.state.states import ACTIVE, TERMINAL, RunState
 
 __all__ = ["ACTIVE", "TERMINAL", "Ledger", "RunRow", "RunState", "pid_alive"]
@@ -129,8 +130,6 @@ class Ledger:
                     raise
                 self._set_aside(exc)
                 self._open()
-                from hpcscale.state.rebuild import rebuild
-
                 n = rebuild(self)
                 sys.stderr.write(
                     f"hpcscale: warning: {self.path} was damaged ({exc}); set aside as "

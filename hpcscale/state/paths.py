@@ -5,7 +5,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from hpcscale.model.errors import InputError, UsageError
 from hpcscale.model.validation import did_you_mean
+from hpcscale.model.yamlsrc import load_yaml
 from hpcscale.state.workdirs import known_workdirs
 
 DEFAULT_WORKDIR = "hpcscale-runs"
@@ -38,9 +40,6 @@ def find_campaigns(wd: str | Path | None = None) -> list[Path]:
 def campaign_name_of(path: Path) -> str:
     """The `name:` of a campaign file, without validating the rest (it may name a system
     profile this machine does not have)."""
-    from hpcscale.model.errors import InputError
-    from hpcscale.model.yamlsrc import load_yaml
-
     src = load_yaml(path)
     name = src.data.get("name") if isinstance(src.data, dict) else None
     if not isinstance(name, str) or not name:
@@ -51,8 +50,6 @@ def campaign_name_of(path: Path) -> str:
 def select_campaigns(campaign: str | None, wd: str | Path | None = None) -> list[Path]:
     """The campaign directories a command works on: the one named (by name, campaign file or
     directory), or every campaign in the workdir."""
-    from hpcscale.model.errors import UsageError
-
     root = workdir(wd)
     if campaign is None:
         dirs = find_campaigns(root)
@@ -80,8 +77,6 @@ def select_campaigns(campaign: str | None, wd: str | Path | None = None) -> list
 def elsewhere(name: str, root: Path) -> Path | None:
     """The campaign `name` in another workdir hpcscale has used (hpcscale.state.workdirs);
     a name in two of them is ambiguous, and said so with both."""
-    from hpcscale.model.errors import UsageError
-
     found = [w / name for w in known_workdirs() if w != root and is_campaign_dir(w / name)]
     if len(found) > 1:
         listed = "; ".join(f"--workdir {w.parent}" for w in found)
@@ -99,8 +94,6 @@ def _known_hint(name: str, root: Path) -> str:
 
 def submitted_campaigns(campaign: str | None, wd: str | Path | None = None) -> list[Path]:
     """Campaign directories with a ledger (status and control need one)."""
-    from hpcscale.model.errors import UsageError
-
     dirs = [d for d in select_campaigns(campaign, wd) if (d / "ledger.sqlite").exists()]
     if not dirs:
         raise UsageError(

@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from hpcscale.formats.run_record import load_run_record
 from hpcscale.model.errors import HpcscaleError, UsageError
@@ -39,9 +39,20 @@ def select_rows(rows: Iterable[RunRow], where: str | None) -> list[RunRow]:
 MIN_PREFIX = 4  # characters of a run id that may stand for it (as `hpcscale trace` takes them)
 
 
-def find_run(run: str, campaigns: Mapping[str, Sequence[RunRow]], where: str) -> tuple[str, RunRow]:
+class HasRunId(Protocol):
+    """A run as a list of candidates holds it: a ledger row, or a run directory found on disk."""
+
+    @property
+    def run_id(self) -> str: ...
+
+
+R = TypeVar("R", bound=HasRunId)
+
+
+def find_run(run: str, campaigns: Mapping[str, Sequence[R]], where: str) -> tuple[str, R]:
     """The run whose id is `run`, or starts with it (at least MIN_PREFIX characters), among
-    each campaign's ledger rows: (campaign, row). None or several is a usage error saying so."""
+    each campaign's runs (ledger rows, or run directories): (campaign, run). None or several is
+    a usage error saying so; one rule for `logs` and `trace`."""
     hits = [(c, r) for c, rows in campaigns.items() for r in rows if r.run_id == run]
     if not hits and len(run) >= MIN_PREFIX:
         hits = [(c, r) for c, rows in campaigns.items() for r in rows if r.run_id.startswith(run)]

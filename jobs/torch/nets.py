@@ -1,10 +1,11 @@
 """The bundled networks in plain `torch.nn`, twins of the Keras ones in jobs/models/.
 
 Same layers, widths, biases and batch-norm placement as their Keras twins, so a DDP cell and a
-Horovod cell train the same model: tests/test_torch_jobs.py checks that each network's parameter
-count (trainable, and total with the batch-norm statistics Keras counts as weights) equals the
-Keras count. No torchvision (it does not import beside the CPU build used here), no pretrained
-weights. Kernels start Glorot-uniform and biases at zero, as Keras' defaults do.
+Horovod cell train the same model: tests/integration/test_torch_jobs.py checks that each
+network's parameter count (trainable, and total with the batch-norm statistics Keras counts as
+weights) equals the Keras count. No torchvision (it does not import beside the CPU build used
+here), no pretrained weights. Kernels start Glorot-uniform and biases at zero, as Keras'
+defaults do.
 
     dcgan       generator + discriminator of jobs/models/gan_parts.py with batch norm
     resnet50    keras.applications.ResNet50 (v1, biased convs, BN eps 1.001e-5) with its top

@@ -25,6 +25,7 @@ from hpcscale.collect.readers.mllog import read_mllog
 from hpcscale.formats.exit_record import read_exit_record
 from hpcscale.formats.outputs import job_output, output_names
 from hpcscale.formats.run_record import VERSIONS_DIR, RunRecord
+from hpcscale.model.command import figure_of, reading_of
 from hpcscale.model.extractors import ALL_RANKS, OUTPUT, Extractor
 from hpcscale.rankwrap import RANKS_DIR
 from hpcscale.util.logtail import tail
@@ -76,8 +77,6 @@ def _reading(path: Path) -> _Reading:
 
 @lru_cache(maxsize=32)
 def _reading_cached(path: Path, size: int, mtime_ns: int) -> _Reading:
-    from hpcscale.model.command import figure_of, reading_of  # core: not at import of collect
-
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError) as exc:

@@ -4,11 +4,10 @@ batch (Ahmad & Cai's Fig. 5) and time per iteration and per epoch (Goyal et al.'
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
-from matplotlib.figure import Figure
 
 from hpcscale.model.vocab import term
 from hpcscale.report import labels as lbl
@@ -24,6 +23,9 @@ from hpcscale.report.figures.style import (
     spread,
     styled,
 )
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 # How figures.fold names a batch figure's lines in its note.
 BATCH_LINES: dict[str, Any] = {"x": "batch_per_rank", "unit": "lines", "x_name": "batch size"}

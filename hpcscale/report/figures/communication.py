@@ -3,11 +3,10 @@ the tensor-fusion heat map (cycle time x fusion threshold)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 import pandas as pd
-from matplotlib.axes import Axes
-from matplotlib.figure import Figure
-from matplotlib.image import AxesImage
 
 from hpcscale.analysis.sweeps import sweep_keys, timed
 from hpcscale.analysis.tables import fusion_grid
@@ -21,6 +20,11 @@ from hpcscale.report.figures.style import (
     new_figure,
     styled,
 )
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+    from matplotlib.image import AxesImage
 
 # Murthy's split, and the exact view named by what it measures (vocab's exact_* labels).
 PARTS = ("Computation only", "Overlap (compute and communication)", "Communication only")

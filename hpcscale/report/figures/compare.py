@@ -5,9 +5,9 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 import pandas as pd
-from matplotlib.figure import Figure
 
 from hpcscale.analysis import compare as cmp
 from hpcscale.analysis.intervals import METHODS, short_label
@@ -24,6 +24,9 @@ from hpcscale.report.figures.style import (
     new_figure,
     styled,
 )
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 HEADINGS: dict[str, str] = {
     "images_per_s": "Images/s",

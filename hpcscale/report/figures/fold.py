@@ -15,11 +15,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
-from matplotlib.axes import Axes
-from matplotlib.figure import Figure
+
+from hpcscale.report.figures.reuse import NOTE_ATTR
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 MAX_LINES = 8  # lines in one panel: distinct colours a reader tells apart (the palette has 10)
 MAX_BARS = 24  # bars in one panel, each named on the axis
@@ -29,7 +34,7 @@ FULL_TABLE = (
     "every one is in the section's table (and in `data/<campaign>-<table>.csv` with "
     "`hpcscale report -f csv`)"
 )
-_NOTE = "_hpcscale_note"
+_NOTE = NOTE_ATTR  # reuse keeps a reused figure's note there too
 
 
 @dataclass(frozen=True)

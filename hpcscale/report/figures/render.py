@@ -9,7 +9,9 @@ matplotlib reads only when it draws (its version, the global rcParams, the DPI).
 written into the PNG itself (a tEXt chunk), never into a file beside it that a crash could leave
 out of step; the next report reuses the bytes of the file it is about to replace when their
 digests agree, and draws the figure again on any difference. A figure that does not pickle
-has no digest and is always drawn.
+has no digest and is always drawn. Before any of that, a figure built while `reuse.reusing`
+may not have been built at all: a `reuse.ReusedFigure` is the PNG drawn before from the same
+inputs, its bytes taken as they are.
 
 The figures left to draw are split among up to MAX_WORKERS processes forked with them in memory
 (Linux only: forking copies the built figures, nothing is pickled across), each taking the next
@@ -18,7 +20,6 @@ figure from a shared pipe, largest first; anything a worker could not return is 
 
 from __future__ import annotations
 
-import hashlib
 import io
 import os
 import pickle
@@ -29,92 +30,37 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import matplotlib
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.cbook import CallbackRegistry
-from matplotlib.figure import Figure
-from matplotlib.transforms import TransformNode
-
+from hpcscale.report.figures import reuse
 from hpcscale.report.figures.style import DPI
 from hpcscale.util.forks import can_fork
 
+if TYPE_CHECKING:  # imported to draw: a report whose figures are all reused draws none
+    from matplotlib.figure import Figure
+
 KEY = "hpcscale figure"  # the PNG text chunk that holds the digest
-DIGEST_VERSION = "1"  # bump when what a digest covers changes
-PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+DIGEST_VERSION = reuse.CONTENT_VERSION  # bump it when what a digest covers changes
 MAX_WORKERS = 4  # processes drawing at once, this one included
 MIN_WAIT_S = 30.0  # for a worker's last figures once this process has drawn its own
 _INDEX = struct.Struct(">H")  # a figure's index in the work pipe
 MAX_PIPED = 4096 // _INDEX.size  # figures whose indices fit the smallest pipe buffer
 
 
-class _Hash(io.RawIOBase):
-    """A write-only file that hashes what is written (the pickler streams into it)."""
-
-    def __init__(self) -> None:
-        self.hash = hashlib.blake2b(digest_size=20)
-
-    def writable(self) -> bool:
-        return True
-
-    def write(self, data: Any) -> int:
-        self.hash.update(data)
-        return len(data)
-
-
-class _ContentPickler(pickle.Pickler):
-    """Pickles a figure by what it draws only: a transform's `_parents` (weak references keyed
-    by id(), different in every process) say which transforms depend on it, and a callback
-    registry (which pickling advances: its next id) what to tell of later changes; neither
-    is what is drawn now."""
-
-    def reducer_override(self, obj: Any) -> Any:
-        if isinstance(obj, TransformNode):
-            state = obj.__getstate__()
-            state.pop("_parents", None)
-            return object.__new__, (type(obj),), state
-        if isinstance(obj, CallbackRegistry):
-            return CallbackRegistry, ()
-        return NotImplemented
-
-
 def drawing_environment() -> bytes:
-    """What matplotlib reads at draw time rather than from the figure: its version, the global
-    rcParams now (read raw: reading `backend` would pick one), the PNG's DPI, the default font."""
-    from matplotlib import font_manager
-
-    rc = sorted((k, repr(v)) for k, v in dict.items(matplotlib.rcParams) if k != "backend")
-    font = font_manager.findfont(font_manager.FontProperties())
-    return repr((DIGEST_VERSION, matplotlib.__version__, DPI, rc, font)).encode()
+    """What matplotlib reads at draw time rather than from the figure (`reuse`)."""
+    return reuse.drawing_environment(DPI)
 
 
 def digest(fig: Figure, environment: bytes | None = None) -> str | None:
     """The figure's content digest (see the module), or None when it does not pickle;
     `environment`: `drawing_environment()`, when the caller digests several figures."""
-    sink = _Hash()
-    sink.hash.update(drawing_environment() if environment is None else environment)
-    try:
-        _ContentPickler(sink, protocol=5).dump(fig)
-    except (pickle.PicklingError, TypeError, AttributeError, RecursionError):
-        return None
-    return sink.hash.hexdigest()
+    return reuse.digest(fig, drawing_environment() if environment is None else environment)
 
 
 def stored_digest(png: bytes) -> str | None:
     """The digest written in a PNG this module drew (None: not a PNG, or none in it)."""
-    if not png.startswith(PNG_SIGNATURE):
-        return None
-    pos, key = len(PNG_SIGNATURE), KEY.encode("latin-1") + b"\0"
-    while pos + 8 <= len(png):
-        size, kind = struct.unpack_from(">I4s", png, pos)
-        if kind == b"IDAT":  # the text chunks we write come before the image data
-            break
-        body = png[pos + 8 : pos + 8 + size]
-        if kind == b"tEXt" and body.startswith(key) and len(body) == size:
-            return body[len(key) :].decode("latin-1")
-        pos += 12 + size
-    return None
+    return reuse.text_chunks(png).get(KEY)
 
 
 def draw(fig: Figure, fig_digest: str | None = None) -> bytes:
@@ -124,8 +70,10 @@ def draw(fig: Figure, fig_digest: str | None = None) -> bytes:
     whole draw with painting switched off and then draws it again; here the layout engine runs
     alone on the renderer that then draws (its text measured once). Where the rcParams change
     what `savefig` does (a face colour, a tight box, transparency) it is `savefig`."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
     buf = io.BytesIO()
-    meta = {KEY: fig_digest} if fig_digest else {}
+    meta = {KEY: fig_digest, **reuse.chunk_for(fig, fig_digest)} if fig_digest else {}
     if not _plain_savefig():
         fig.savefig(buf, format="png", dpi=DPI, metadata=meta)
         return buf.getvalue()
@@ -146,6 +94,8 @@ def draw(fig: Figure, fig_digest: str | None = None) -> bytes:
 
 def _plain_savefig() -> bool:
     """The rcParams leave `savefig` nothing to add to a drawn PNG."""
+    import matplotlib
+
     rc = matplotlib.rcParams
     return (
         all(str(rc[f"savefig.{k}"]) == "auto" for k in ("facecolor", "edgecolor"))
@@ -154,17 +104,24 @@ def _plain_savefig() -> bool:
     )
 
 
-def figure_pngs(figures: Sequence[Figure], previous: Sequence[Path | None]) -> list[bytes]:
-    """Each figure's PNG: the bytes of its `previous` file when that file was drawn from the
-    same content (same digest), else drawn now (in parallel when several are)."""
-    environment = drawing_environment()
-    digests = [digest(f, environment) for f in figures]
-    out: list[bytes | None] = [None] * len(figures)
+def figure_pngs(figures: Sequence[Figure | Any], previous: Sequence[Path | None]) -> list[bytes]:
+    """Each figure's PNG: a `reuse.ReusedFigure`'s bytes (drawn before from the same inputs);
+    the bytes of its `previous` file when that file was drawn from the same content (same
+    digest); else drawn now (in parallel when several are)."""
+    out: list[bytes | None] = [
+        f.reused_png if isinstance(f, reuse.ReusedFigure) else None for f in figures
+    ]
+    built = [reuse.resolved(f) for f in figures]
+    environment = drawing_environment() if any(png is None for png in out) else b""
+    digests = [
+        digest(f, environment) if png is None else None for f, png in zip(built, out, strict=True)
+    ]
     for i, (d, path) in enumerate(zip(digests, previous, strict=True)):
-        if d is not None and path is not None:
-            out[i] = _reusable(path, d)
+        if out[i] is None and d is not None and path is not None:
+            png = _reusable(path, d)  # the same content: its inputs now lead to it too
+            out[i] = None if png is None else reuse.with_text(png, reuse.chunk_for(built[i], d))
     todo = [i for i, png in enumerate(out) if png is None]
-    drawn = draw_all([figures[i] for i in todo], [digests[i] for i in todo])
+    drawn = draw_all([built[i] for i in todo], [digests[i] for i in todo])
     for i, png in zip(todo, drawn, strict=True):
         out[i] = png
     return [png or b"" for png in out]
@@ -177,7 +134,8 @@ def _reusable(path: Path, fig_digest: str) -> bytes | None:
         png = path.read_bytes()
     except OSError:
         return None
-    return png if stored_digest(png) == fig_digest else None
+    whole = png.endswith(reuse.PNG_END)  # the digest comes first: a file cut short is drawn
+    return png if whole and stored_digest(png) == fig_digest else None
 
 
 def workers(count: int) -> int:

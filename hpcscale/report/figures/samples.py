@@ -2,9 +2,9 @@
 run, and for StackGAN Stage-II its Stage-I grid of the same epoch beside it.
 
 Unlike every other figure module this one reads files: `read_grids` decodes the PNGs the jobs
-wrote (matplotlib.image.imread) so the sections stay free of disk access and the report shows
-what is on disk now. A file that is gone or does not decode is returned as a problem, for the
-report's notes, never dropped silently.
+wrote (`read_png`: as matplotlib.image.imread reads them) so the sections stay free of disk
+access and the report shows what is on disk now. A file that is gone or does not decode is
+returned as a problem, for the report's notes, never dropped silently.
 """
 
 from __future__ import annotations
@@ -12,11 +12,14 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-from matplotlib.figure import Figure
 
 from hpcscale.report.figures.style import WIDTH, new_figure, styled
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 EPOCH_GRID = re.compile(r"(?:^|/)epoch_(\d+)(_stage1)?\.png$")
 PANEL_IN = 2.2  # inches per grid panel
@@ -58,18 +61,36 @@ def last_grids(grids: list[str] | None) -> LastGrids:
 
 def read_grids(panels: list[GridPanel]) -> list[str]:
     """Decode each panel's PNG in place; the problems (file named, with the reason)."""
-    from matplotlib import image
-
     problems = []
     for panel in panels:
         if not panel.path.is_file():
             problems.append(f"sample grid {panel.path} is missing")
             continue
         try:
-            panel.image = image.imread(panel.path, format="png")
+            panel.image = read_png(panel.path)
         except (OSError, ValueError, SyntaxError) as exc:
             problems.append(f"sample grid {panel.path} is unreadable ({exc})")
     return problems
+
+
+def read_png(path: Path) -> np.ndarray:
+    """A PNG as 0-1 float32s, as `matplotlib.image.imread(path, format="png")` reads it (its
+    `_pil_png_to_float_array`), through Pillow alone: importing matplotlib.image imports most
+    of matplotlib, which a report whose figures are all reused does not need."""
+    from PIL import PngImagePlugin
+
+    with PngImagePlugin.PngImageFile(path) as png:
+        mode, rawmode = png.mode, png.png.im_rawmode  # type: ignore[union-attr]
+        if rawmode == "1":
+            return np.asarray(png, np.float32)
+        scale = {"L;2": 2**2 - 1, "L;4": 2**4 - 1, "L": 2**8 - 1, "I;16B": 2**16 - 1}
+        if rawmode in scale:
+            return np.divide(png, scale[rawmode], dtype=np.float32)
+        if mode in ("RGB", "RGBA"):
+            return np.divide(png, 2**8 - 1, dtype=np.float32)
+        if mode in ("P", "LA"):
+            return np.divide(png.convert("RGBA"), 2**8 - 1, dtype=np.float32)
+        raise ValueError(f"Unknown PIL rawmode: {rawmode}")
 
 
 @styled

@@ -3,10 +3,10 @@ laws extrapolated past the measurements (always marked as predictions)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 import pandas as pd
-from matplotlib.axes import Axes
-from matplotlib.figure import Figure
 
 from hpcscale.analysis.intervals import short_label
 from hpcscale.analysis.strategies import strategy_of
@@ -28,6 +28,10 @@ from hpcscale.report.figures.style import (
     spread,
     styled,
 )
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 
 @styled

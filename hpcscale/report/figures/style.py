@@ -7,15 +7,17 @@ from __future__ import annotations
 import functools
 import io
 from collections.abc import Callable, Sequence
-from typing import Any, ParamSpec
+from typing import TYPE_CHECKING, Any, ParamSpec
 
-import matplotlib
 import numpy as np
 import pandas as pd
-from matplotlib.axes import Axes
-from matplotlib.figure import Figure
-from matplotlib.lines import Line2D
-from matplotlib.ticker import FixedLocator, NullLocator
+
+from hpcscale.report.figures import reuse
+
+if TYPE_CHECKING:  # matplotlib is imported when a figure is built: a reused one builds none
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+    from matplotlib.lines import Line2D
 
 DPI = 150
 WIDTH = 7.0  # inches: a page's text width at a readable font size
@@ -53,17 +55,27 @@ def png_bytes(fig: Figure) -> bytes:
 
 
 def styled(draw: Callable[P, Figure | None]) -> Callable[P, Figure | None]:
-    """Apply the print style while a figure is drawn (rcParams are read at artist creation)."""
+    """Apply the print style while a figure is drawn (rcParams are read at artist creation);
+    while a report is built `reuse.reusing` its previous figures, a call with the inputs of
+    one of them returns that one (a `reuse.ReusedFigure`: no Figure is built)."""
+
+    @functools.wraps(draw)
+    def in_style(*args: P.args, **kwargs: P.kwargs) -> Figure | None:
+        import matplotlib
+
+        with matplotlib.rc_context(RC):
+            return draw(*args, **kwargs)
 
     @functools.wraps(draw)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> Figure | None:
-        with matplotlib.rc_context(RC):
-            return draw(*args, **kwargs)
+        return reuse.reused_or_drawn(in_style, args, kwargs, DPI)  # type: ignore[return-value]
 
     return wrapper
 
 
 def new_figure(height: float, width: float = WIDTH) -> Figure:
+    from matplotlib.figure import Figure
+
     return Figure(figsize=(width, height), layout="constrained")
 
 
@@ -82,6 +94,8 @@ def axis_title(axis: str) -> str:
 
 def log2_x(ax: Axes, values: Sequence[float]) -> None:
     """Powers-of-two sizes evenly spaced, ticks only where there is data, plain numbers."""
+    from matplotlib.ticker import FixedLocator, NullLocator
+
     ticks = sorted({float(v) for v in values if np.isfinite(v) and v > 0})
     ax.set_xscale("log", base=2)
     ax.xaxis.set_major_locator(FixedLocator(ticks))
@@ -147,6 +161,8 @@ def line(
 
 def bars_entry(label: str) -> Line2D:
     """A legend entry naming what the error bars are (method and level)."""
+    from matplotlib.lines import Line2D
+
     return Line2D([], [], ls="none", marker="|", markersize=12, color="0.35", label=label)
 
 

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pandas as pd
-from matplotlib.figure import Figure
 
 from hpcscale.analysis.targets import target_lines
 from hpcscale.report import labels as lbl
@@ -18,6 +19,9 @@ from hpcscale.report.figures.style import (
     new_figure,
     styled,
 )
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 WHAT = {"time_to_target_s": "time to the target", "time_to_plateau_s": "time to the plateau"}
 

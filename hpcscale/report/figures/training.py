@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
-from matplotlib.figure import Figure
 
 from hpcscale.analysis.targets import target_lines
 from hpcscale.report import labels as lbl
@@ -29,6 +28,9 @@ from hpcscale.report.figures.style import (
     styled,
 )
 
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
 # Panel title -> [(metric, line style, what the style means)]; panels without data are skipped.
 CLASSIFIER_PANELS: tuple[tuple[str, tuple[tuple[str, str, str], ...]], ...] = (
     ("Loss", (("train_loss", "-", "training"), ("loss", "-", "training"),
@@ -36,6 +38,7 @@ CLASSIFIER_PANELS: tuple[tuple[str, tuple[tuple[str, str, str], ...]], ...] = (
     ("Training accuracy", (("train_accuracy", "-", ""),)),
     ("Validation accuracy", (("val_accuracy", "-", ""),)),
 )  # fmt: skip
+
 ACCURACY_TITLES = {"Training accuracy", "Validation accuracy"}
 LOSS_TITLES = {
     "d_loss": "Discriminator loss (d_loss)",

@@ -15,10 +15,12 @@ from hpcscale.analysis.metric import command_rows, compared_on, strong_rule
 from hpcscale.analysis.studies import AHMAD_CAI
 from hpcscale.analysis.sweeps import scaled_groups
 from hpcscale.model.errors import HpcscaleError
+from hpcscale.model.system import load_system
 from hpcscale.report import figures
 from hpcscale.report.labels import group_labels, with_setting
 from hpcscale.report.model import Plot, Section, Table, plot_if
 from hpcscale.report.sections.noise import comparison_table, method_text
+from hpcscale.state.claim import file_dir
 
 AXIS_NAMES = {"nodes": "nodes", "ranks": "ranks", "gpus": "GPUs"}
 KARP_FLATT = "Karp–Flatt serial fraction"
@@ -277,8 +279,6 @@ def system_max_nodes(system: str | None, campaign_dir: Path) -> int | None:
     report must not need the cluster's profile)."""
     if not system:
         return None
-    from hpcscale.model.system import load_system
-    from hpcscale.state.claim import file_dir
 
     try:
         return int(load_system(system, relative_to=file_dir(campaign_dir)).max_nodes)

@@ -1,6 +1,6 @@
 """The pure-Python engine: msgspec decodes each chunk into small typed records, and a Python
 loop pairs each `E` with its `B`. It runs where the compiled scanner was not built, and it is
-the reference the compiled engine must agree with (tests/test_timeline_engines.py).
+the reference the compiled engine must agree with (tests/integration/test_timeline_engines.py).
 """
 
 from __future__ import annotations
