@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -16,6 +17,11 @@ REPO = Path(__file__).resolve().parents[1]
 # suite's many temporary workdirs never reach the user's own.
 os.environ["XDG_DATA_HOME"] = tempfile.mkdtemp(prefix="hpcscale-xdg-")
 CAMPAIGNS = REPO / "campaigns"
+# A suite started in the background by a non-interactive shell (`make test &`, nohup) inherits
+# SIGINT ignored, and so would every process it starts: the Ctrl-C tests would then test
+# nothing. Ctrl-C behaves here as in a terminal.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture

@@ -174,7 +174,7 @@ def test_seed000_mirrored_reduction_is_weak_scaling_64_per_gpu() -> None:
     got = rows(
         "mirrored_reduction",
         lambda r: (
-            r.model, r.strategy, r.cross_device_ops, r.nodes, r.ranks, r.replicas,
+            r.model, r.strategy, r.knob("cross_device_ops"), r.nodes, r.ranks, r.replicas,
             r.batch_per_rank, r.global_batch, r.epochs,
         ),
     )  # fmt: skip
@@ -190,7 +190,7 @@ def test_seed000_mirrored_reduction_is_weak_scaling_64_per_gpu() -> None:
 def test_seed000_fig5_batch_sweep_to_one_target_loss() -> None:
     planned = plan("stackgan_batch")
     got = Counter(
-        (r.model, r.cross_device_ops, r.replicas, r.batch_per_rank, r.global_batch)
+        (r.model, r.knob("cross_device_ops"), r.replicas, r.batch_per_rank, r.global_batch)
         for r in planned.runs
     )
     assert got == exactly(*[("stackgan", "nccl", 2, b, 2 * b) for b in SEED000_FIG5_BATCHES])
@@ -254,9 +254,11 @@ def test_seed001_single_node_batch_tables() -> None:
 
 
 def test_seed001_fusion_tables() -> None:
-    cpu = rows("fusion_sweep_cpu", lambda r: (r.cycle_time_ms, r.fusion_threshold_mb))
+    cpu = rows(
+        "fusion_sweep_cpu", lambda r: (r.knob("cycle_time_ms"), r.knob("fusion_threshold_mb"))
+    )
     assert cpu == exactly(*SEED001_CPU_FUSION)  # 20 rows
-    gpu = rows("fusion_sweep", lambda r: (r.cycle_time_ms, r.fusion_threshold_mb))
+    gpu = rows("fusion_sweep", lambda r: (r.knob("cycle_time_ms"), r.knob("fusion_threshold_mb")))
     assert set(SEED001_GPU_FUSION) <= set(gpu) and sum(gpu.values()) == 20  # + 128 MB
     for name, device in (("fusion_sweep", "gpu"), ("fusion_sweep_cpu", "cpu")):
         shape = {(r.model, r.device, r.nodes, r.batch_per_rank, r.global_batch, r.mark_cycles)
@@ -268,8 +270,8 @@ def test_seed001_fp16_and_mixed_precision_settings() -> None:
     got = rows(
         "fp16_mixed",
         lambda r: (
-            r.model, r.device, r.nodes, r.batch_per_rank, r.fusion_threshold_mb,
-            r.cycle_time_ms, r.fp16_allreduce, r.mixed_precision,
+            r.model, r.device, r.nodes, r.batch_per_rank, r.knob("fusion_threshold_mb"),
+            r.knob("cycle_time_ms"), r.knob("fp16_allreduce"), r.mixed_precision,
         ),
     )  # fmt: skip
     assert got == exactly(*[("dcgan", "gpu", 4, 32, 64, 3.5, *row) for row in SEED001_FP16_ROWS])
@@ -279,8 +281,8 @@ def test_seed001_hierarchical_settings() -> None:
     got = rows(
         "hierarchical",
         lambda r: (
-            r.model, r.nodes, r.batch_per_rank * r.tasks_per_node, r.cycle_time_ms,
-            r.fusion_threshold_mb, r.hierarchical_allreduce,
+            r.model, r.nodes, r.batch_per_rank * r.tasks_per_node, r.knob("cycle_time_ms"),
+            r.knob("fusion_threshold_mb"), r.knob("hierarchical_allreduce"),
         ),
     )  # fmt: skip
     assert got == exactly(*[("dcgan", 4, 32, 3.5, *row) for row in SEED001_HIERARCHICAL_ROWS])
