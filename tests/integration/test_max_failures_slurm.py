@@ -82,7 +82,10 @@ def test_same_failures_cancel_the_pending_tasks_and_submit_resumes_them(
         assert time.monotonic() < deadline, "the third run never started"
         time.sleep(0.5)
     rows, said = _until(lambda rows: _count(rows, "CANCELLED") > 0)
-    assert sorted(r["state"] for r in rows) == ["CANCELLED"] * 2 + ["FAILED"] * 2 + ["RUNNING"]
+    states = sorted(r["state"] for r in rows)
+    # the third task has started (its file says so) and is never cancelled; the ledger may
+    # still hold the PENDING of the refresh before the one that saw it run
+    assert states[:4] == ["CANCELLED"] * 2 + ["FAILED"] * 2 and states[4] in ("RUNNING", "PENDING")
     stopped = f"stopped after 2 runs failed with: {REASON}"
     for row in rows:
         if row["state"] == "CANCELLED":
