@@ -146,7 +146,7 @@ def run_row(run_dir: Path, timeline: bool) -> tuple[dict[str, Any], list[str]]:
     row.update(contention_columns(m))
     notes: list[str] = [] if rate.problem is None else [rate.problem]
     if timeline:
-        notes += _timeline_columns(run_dir, row, m.epochs, m.epochs * m.steps_per_epoch)
+        notes += _timeline_columns(run_dir, row, rec, m.epochs, m.epochs * m.steps_per_epoch)
     return row, notes
 
 
@@ -165,7 +165,7 @@ def _command_row(run_dir: Path, rec: RunRecord, timeline: bool) -> tuple[dict[st
     for key, value in exit_contention_columns(run_dir).items():  # what its output gave wins
         row.setdefault(key, value)
     if timeline:
-        notes += _timeline_columns(run_dir, row, epochs_run(row), steps_run(row))
+        notes += _timeline_columns(run_dir, row, rec, epochs_run(row), steps_run(row))
     return row, notes
 
 
@@ -213,12 +213,15 @@ def exit_contention_columns(run_dir: Path) -> dict[str, Any]:
 
 
 def _timeline_columns(
-    run_dir: Path, row: dict[str, Any], epochs: int | None, steps: int | None
+    run_dir: Path, row: dict[str, Any], rec: RunRecord, epochs: int | None, steps: int | None
 ) -> list[str]:
     """The timeline columns: per epoch over `epochs`, per step over `steps` (steps.json's
     counts when the run wrote one); a count that is None (not known) leaves its columns NaN,
     never a guessed divisor: the per-run figures (span, events, span share) stay."""
-    trace = reader_for(row)
+    trace = reader_for(rec.strategy, command=rec.command is not None)
+    if trace is None:
+        said = f"strategy {rec.strategy} writes no trace: no timeline columns"
+        return [said] if row["timeline"] else []
     path, name = trace.path(run_dir), trace.file_name
     if not path.exists():
         return [f"{name} missing (run without --timeline?)"] if row["timeline"] else []

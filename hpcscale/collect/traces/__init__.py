@@ -1,18 +1,18 @@
 """Trace readers: a run's own record of where its time went (a Horovod timeline today, PyTorch
 profiler traces next), read into one summary shape that the collector turns into the timeline
 columns. A trace format is one package here and one line in
-hpcscale.model.registry.TRACE_READERS."""
+hpcscale.model.registry.TRACE_READERS; a framework names the format its runs write
+(`Framework.trace`)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from hpcscale.frameworks import for_cell
 from hpcscale.model.registry import TRACE_READERS, load
 
 if TYPE_CHECKING:
     from hpcscale.collect.traces.base import TraceReader
-
-DEFAULT = "horovod"  # the bundled TF programs and a horovodrun-launched command write this
 
 
 def reader(name: str) -> TraceReader:
@@ -20,7 +20,8 @@ def reader(name: str) -> TraceReader:
     return load(TRACE_READERS[name])()  # type: ignore[no-any-return]
 
 
-def reader_for(row: dict[str, Any]) -> TraceReader:
-    """Which reader reads a run's traces: the one its row names (`trace_format`), else the
-    Horovod timeline, the only format the runs collected so far write."""
-    return reader(str(row.get("trace_format") or DEFAULT))
+def reader_for(strategy: str, command: bool) -> TraceReader | None:
+    """The reader of the format a run's framework writes (a user's command: the framework its
+    strategy names); None for a framework that writes no trace."""
+    name = for_cell(strategy, command).trace
+    return None if name is None else reader(name)

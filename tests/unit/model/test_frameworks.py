@@ -69,3 +69,11 @@ def test_env_and_argv_of_the_horovod_framework_read_the_knobs() -> None:
         "HOROVOD_HIERARCHICAL_ALLREDUCE": 1,
         "OMP_NUM_THREADS": 1,
     }
+
+
+def test_a_runs_trace_is_read_by_the_reader_its_framework_names() -> None:
+    from hpcscale.collect.traces import reader_for
+
+    assert reader_for("horovod", command=False).file_name == "timeline.json"
+    assert reader_for("horovod", command=True).label == "Horovod timeline"  # borrowed
+    assert reader_for("mirrored", command=False) is None  # MirroredStrategy writes no trace
