@@ -16,7 +16,7 @@ PYTEST_ARGS ?=
 # compiles the package again (~0.5 s each). Bytecode caches go to __pycache__ (git-ignored).
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: setup system-packages venv core jobs test test-fast demo bench lint docs clean
+.PHONY: setup system-packages venv core jobs test test-fast demo demo-torch bench lint docs clean
 
 setup: system-packages core jobs ## venv in .venv, editable install with dev tools, TF + Horovod for jobs/
 
@@ -70,10 +70,19 @@ demo: setup ## install, run the quickstart here (mpirun) and on a local SLURM cl
 	$(HPCSCALE) report
 	$(HPCSCALE) compare quickstart quickstart_slurm
 
+demo-torch: setup ## PyTorch DDP beside Horovod: the torch_vs_horovod campaign here (mpirun, 1 and 2 ranks, about 3 minutes), its report
+	$(HPCSCALE) submit campaigns/torch_vs_horovod.yaml --backend local
+	$(HPCSCALE) status torch_vs_horovod
+	$(HPCSCALE) collect torch_vs_horovod
+	$(HPCSCALE) report torch_vs_horovod
+
 bench: setup ## each benchmark prints one JSON line (figures as ratios against a baseline run alongside)
 	$(PY) bench/render_bench.py
 	$(PY) bench/harness_overhead.py
+	$(PY) bench/torch_harness_overhead.py
 	$(PY) bench/timeline_bench.py
+	$(PY) bench/torch_trace_bench.py
+	$(PY) bench/trace_wrapper_bench.py
 	$(PY) bench/submit_bench.py
 	$(PY) bench/plan_bench.py
 	$(PY) bench/report_bench.py

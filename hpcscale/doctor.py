@@ -2,7 +2,8 @@
 command that fixes it. The launchers the profile uses on PATH; for a SLURM system sbatch, sacct
 and the cluster answering; the profile's Python (its version, TensorFlow, Horovod and the
 controllers it was built with, mpi4py), asked in a subprocess since it need not be the
-interpreter running hpcscale; the compiled timeline scanner of this hpcscale.
+interpreter running hpcscale; the compiled timeline scanner of this hpcscale. For a campaign,
+what its frameworks import (Framework.python_modules: PyTorch for `strategy: torch_ddp`).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import os
 import shlex
 import shutil
 import subprocess
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -32,6 +34,13 @@ JOBS_EXTRA_FALLBACK = (  # pyproject [jobs]
     "numpy<2",
     "msgspec>=0.18",
 )
+# PyTorch for jobs/torch/ and `workload.framework: torch` (the Makefile's TORCH; a test holds
+# the two together). Unpinned, pip pulls a CUDA build of several GB; torchvision does not
+# import beside this CPU build.
+TORCH_VERSION = "2.13.0"
+TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+# what a profile-only doctor (no campaign) probes: the bundled TensorFlow programs' needs
+TF_PROBES = ("tensorflow", "msgspec", "horovod", "mpi4py")
 MIN_JOB_PYTHON = (3, 9)  # what the bundled programs (jobs/) are written for
 PROBE_TIMEOUT_S = 300  # importing TensorFlow on a loaded login node takes a while
 SLURM_TIMEOUT_S = 30
@@ -74,12 +83,24 @@ def mpi4py():
 def msgspec():
     import msgspec
     return {"version": msgspec.__version__}
-probe("tensorflow", tensorflow)
-probe("msgspec", msgspec)
-probe("horovod", horovod)
-probe("mpi4py", mpi4py)
+def torch():
+    import torch
+    import torch.distributed as dist
+    ok = bool(dist.is_available())
+    return {"version": torch.__version__, "distributed": ok,
+            "gloo": ok and bool(dist.is_gloo_available()), "cuda": bool(torch.cuda.is_available())}
+def module(name):
+    def fn():
+        importlib.import_module(name)
+        top = sys.modules[name.split(".")[0]]
+        return {"version": str(getattr(top, "__version__", "unknown"))}
+    return fn
+known = {"tensorflow": tensorflow, "msgspec": msgspec, "horovod": horovod, "mpi4py": mpi4py,
+         "torch": torch}
+for name in sys.argv[1:] or TF_PROBES:
+    probe(name, known.get(name) or module(name))
 sys.stdout.write("\n%s%s\n" % (MARK, json.dumps(out)))
-""".replace("MARK", repr(PROBE_MARK))
+""".replace("MARK", repr(PROBE_MARK)).replace("TF_PROBES", repr(list(TF_PROBES)))
 
 
 @dataclass(frozen=True)
@@ -184,10 +205,11 @@ def slurm_checks(profile: System) -> list[Check]:
     return checks
 
 
-def run_probe(profile: System, python: str) -> dict[str, Any]:
-    """What the profile's Python can import (see PROBE); {"error": ...} when it cannot run."""
+def run_probe(profile: System, python: str, modules: Sequence[str] = ()) -> dict[str, Any]:
+    """What the profile's Python can import (see PROBE): `modules` (names of PROBE's probes or
+    any importable module), else TF_PROBES; {"error": ...} when it cannot run."""
     env = {**os.environ, **{k: str(v) for k, v in profile.env.items()}}
-    _, said = _run([python, "-c", PROBE], PROBE_TIMEOUT_S, env)
+    _, said = _run([python, "-c", PROBE, *modules], PROBE_TIMEOUT_S, env)
     for line in reversed(said.splitlines()):
         if line.startswith(PROBE_MARK):
             result: dict[str, Any] = json.loads(line[len(PROBE_MARK) :])
@@ -195,17 +217,37 @@ def run_probe(profile: System, python: str) -> dict[str, Any]:
     return {"error": said.strip().splitlines()[-1] if said.strip() else "no output"}
 
 
-def python_checks(profile: System, python: str, probe: dict[str, Any]) -> list[Check]:
-    """The interpreter the jobs run with, and what it imports."""
+def probes_for(needs: Sequence[str] | None) -> list[str]:
+    """What to probe for the bundled programs of frameworks importing `needs` (their
+    python_modules; None: a profile alone, the TensorFlow programs' needs): the TensorFlow
+    set when any of them is TensorFlow's or Horovod's, else msgspec and NumPy (which every
+    bundled program imports; TensorFlow brings NumPy), then the others."""
+    if needs is None:
+        return list(TF_PROBES)
+    tf = any(_is_tf(m) for m in needs)
+    names = list(TF_PROBES) if tf else ["msgspec", "numpy"]
+    return list(dict.fromkeys(names + [m for m in needs if not _is_tf(m)]))
+
+
+def _is_tf(module: str) -> bool:
+    return module.split(".")[0] in ("tensorflow", "horovod", "keras")
+
+
+def python_checks(
+    profile: System, python: str, probe: dict[str, Any], needs: Sequence[str] | None = None
+) -> list[Check]:
+    """The interpreter the jobs run with, and what it imports: what probes_for(needs) named."""
+    names = probes_for(needs)
     if "error" in probe:
         hint = f" (load the profile's modules first: {' '.join(profile.modules)})"
+        what = "TensorFlow" if "tensorflow" in names else "PyTorch" if "torch" in names else ""
         return [
             Check(
                 "python",
                 False,
                 f"{python} does not run here: {probe['error']}",
-                f"set `python:` in the profile to an interpreter >= 3.9 with TensorFlow"
-                f"{hint if profile.modules else ''}",
+                f"set `python:` in the profile to an interpreter >= 3.9"
+                f"{f' with {what}' if what else ''}{hint if profile.modules else ''}",
             )
         ]
     version = tuple(int(p) for p in probe["python"].split("."))
@@ -220,25 +262,69 @@ def python_checks(profile: System, python: str, probe: dict[str, Any]) -> list[C
         )
     ]
     pip = f"{shlex.quote(python)} -m pip install"
-    tf = probe["tensorflow"]
-    checks.append(
-        Check("tensorflow", "version" in tf, _said(tf, "TensorFlow"),
-              "" if "version" in tf else f"{pip} {shlex.join(jobs_requirements(profile))}")
-    )  # fmt: skip
+    if "tensorflow" in names:
+        tf = probe["tensorflow"]
+        checks.append(
+            Check("tensorflow", "version" in tf, _said(tf, "TensorFlow"),
+                  "" if "version" in tf else f"{pip} {shlex.join(jobs_requirements(profile))}")
+        )  # fmt: skip
     msg = probe.get("msgspec", {"error": "not probed"})
     checks.append(
         Check("msgspec", "version" in msg, _said(msg, "msgspec"),
               "" if "version" in msg else f"{pip} 'msgspec>=0.18' (the jobs read and write "
               "hpcscale's result files with it)")
     )  # fmt: skip
-    checks.append(horovod_check(profile, probe["horovod"], python))
-    mpi = probe["mpi4py"]
-    checks.append(
-        Check("mpi4py", "version" in mpi, _said(mpi, "mpi4py"),
-              "" if "version" in mpi else f"{pip} mpi4py (needs the MPI library's compiler "
-              "wrapper mpicc: apt-get install libopenmpi-dev, or load your MPI module)")
-    )  # fmt: skip
+    if "horovod" in names:
+        checks.append(horovod_check(profile, probe["horovod"], python))
+    if "mpi4py" in names:
+        mpi = probe["mpi4py"]
+        checks.append(
+            Check("mpi4py", "version" in mpi, _said(mpi, "mpi4py"),
+                  "" if "version" in mpi else f"{pip} mpi4py (needs the MPI library's compiler "
+                  "wrapper mpicc: apt-get install libopenmpi-dev, or load your MPI module)")
+        )  # fmt: skip
+    extra = [n for n in names if n not in TF_PROBES]
+    return checks + module_checks(profile, python, probe, extra)
+
+
+def module_checks(
+    profile: System, python: str, probe: dict[str, Any], modules: Sequence[str]
+) -> list[Check]:
+    """One check per module a framework needs beyond the TensorFlow set (PyTorch: its version,
+    torch.distributed and gloo built in)."""
+    checks = []
+    for name in modules:
+        said = probe.get(name, {"error": "not probed"})
+        if name == "torch":
+            checks.append(torch_check(profile, said, python))
+            continue
+        ok = "version" in said
+        fix = f"{shlex.quote(python)} -m pip install {name.split('.')[0]}"
+        checks.append(Check(name, ok, _said(said, name), "" if ok else fix))
     return checks
+
+
+def torch_command(python: str, gpu: bool = False) -> str:
+    """PyTorch for the profile's Python: the CPU build pinned (the CUDA build for GPUs)."""
+    pip = f"{shlex.quote(python)} -m pip install torch=={TORCH_VERSION}"
+    if gpu:
+        return f"{pip} (the CUDA build, PyPI's default); not torchvision (never needed)"
+    return (
+        f"{pip} (the CPU build: where pip would pull a CUDA build of several GB, add "
+        f"--index-url {TORCH_CPU_INDEX}); not torchvision: it does not import beside this build"
+    )
+
+
+def torch_check(profile: System, said: dict[str, Any], python: str) -> Check:
+    fix = torch_command(python, gpu=bool(profile.gpus_per_node))
+    if "version" not in said:
+        return Check("torch", False, _said(said, "PyTorch"), fix)
+    detail = f"PyTorch {said['version']}"
+    if not said.get("distributed") or not said.get("gloo"):
+        what = "torch.distributed" if not said.get("distributed") else "its gloo backend"
+        return Check("torch", False, f"{detail} without {what} (DDP needs it)", fix)
+    built = ["gloo"] + (["CUDA"] if said.get("cuda") else [])
+    return Check("torch", True, f"{detail} with {', '.join(built)}")
 
 
 def horovod_needs(profile: System) -> list[str]:

@@ -2,9 +2,13 @@
 
 The campaign's own profile (resolved beside the campaign file, as `submit` resolves it: the
 `local.yaml` that `init` wrote, not the shipped `local`), its launchers and scheduler; for a
-bundled program the jobs' Python with TensorFlow, Horovod and mpi4py; for the user's own
-command (`workload.command`) only what that command needs: its working directory, its
-interpreter running, and its program file there. A command is not asked for TensorFlow.
+bundled program the jobs' Python with what the campaign's frameworks import
+(Framework.python_modules over the strategies its matrix uses: TensorFlow, Horovod and mpi4py
+for the TensorFlow programs, PyTorch for `strategy: torch_ddp`); for the user's own command
+(`workload.command`) only what that command needs: its working directory, its interpreter
+running, its program file there, and PyTorch when it says `workload.framework: torch`. A
+command is not asked for TensorFlow (whether a Horovod program is TensorFlow's or PyTorch's is
+its own choice).
 """
 
 from __future__ import annotations
@@ -21,14 +25,23 @@ from hpcscale.doctor import (
     Check,
     Diagnosis,
     launcher_checks,
+    module_checks,
+    probes_for,
     python_checks,
     run_probe,
     scanner_check,
     slurm_checks,
 )
 from hpcscale.doctor import doctor as doctor_system
+from hpcscale.frameworks import for_strategy
 from hpcscale.model.campaign import LoadedCampaign, load_campaign
-from hpcscale.model.command import AS_WRITTEN, PYTHONS, fields_of, resolve_cwd
+from hpcscale.model.command import (
+    AS_WRITTEN,
+    FRAMEWORK_STRATEGY,
+    PYTHONS,
+    fields_of,
+    resolve_cwd,
+)
 from hpcscale.model.errors import InputError
 from hpcscale.model.site_examples import refuse_site_examples
 from hpcscale.model.system import SHIPPED_DIR, System, python_of
@@ -67,13 +80,65 @@ def doctor_campaign(campaign: str | Path, system: str | None = None) -> Diagnosi
     if profile.scheduler == "slurm":
         out.checks += slurm_checks(profile)
     own = loaded.campaign.workload.command is not None
+    needs = campaign_modules(loaded)
     if own:
-        out.checks += command_checks(loaded, python)
+        own_checks = command_checks(loaded, python)
+        out.checks += own_checks
+        started = all(c.passed for c in own_checks if c.name in ("cwd", "python"))
+        if needs and started:  # what the command imports, where its interpreter runs
+            runs = command_python(loaded, python)
+            probe = run_probe(profile, runs, needs)
+            if "error" in probe:  # every module, with the error that stopped the probe
+                probe = {m: {"error": probe["error"]} for m in needs}
+            out.checks += module_checks(profile, runs, probe, needs)
     else:
-        out.checks += python_checks(profile, python, run_probe(profile, python))
+        probe = run_probe(profile, python, probes_for(needs))
+        out.checks += python_checks(profile, python, probe, needs)
     if not own or loaded.campaign.collect.timeline:  # collect --timeline's fast engine
         out.checks.append(scanner_check())
     return out
+
+
+def strategies_of(loaded: LoadedCampaign) -> list[str]:
+    """The `strategy:` values the campaign's matrix uses (its zip groups too), else the
+    default, horovod; for a command with `workload.framework`, that framework's."""
+    c = loaded.campaign
+    if c.workload.command is not None and c.workload.framework is not None:
+        return [FRAMEWORK_STRATEGY[c.workload.framework]]
+    values: list[object] = []
+    for group in [c.axes(), *c.matrix.zip]:
+        value = group.get("strategy", [])
+        values += value if isinstance(value, list) else [value]
+    return [str(v) for v in dict.fromkeys(values)] or ["horovod"]
+
+
+def campaign_modules(loaded: LoadedCampaign) -> tuple[str, ...]:
+    """What the jobs' Python must import for this campaign: its frameworks' python_modules.
+    A user's command only for `workload.framework: torch` (PyTorch), whose launch contract
+    it asked for; its own imports are otherwise its own."""
+    workload = loaded.campaign.workload
+    if workload.command is not None and workload.framework != "torch":
+        return ()
+    names: list[str] = []
+    for strategy in strategies_of(loaded):
+        try:
+            names += for_strategy(strategy).python_modules
+        except KeyError:  # an unknown strategy is validate's to locate
+            continue
+    return tuple(dict.fromkeys(names))
+
+
+def command_python(loaded: LoadedCampaign, python: str) -> str:
+    """The interpreter that runs the command: the profile's for a leading python/python3
+    (unless `interpreter: as-written`, then the one on PATH), a Python named as the first word,
+    else the profile's (a wrapper script runs in the profile's environment)."""
+    workload = loaded.campaign.workload
+    first = (workload.command or [python])[0]
+    if first in PYTHONS:
+        return python if workload.interpreter != AS_WRITTEN else shutil.which(first) or first
+    if Path(first).name.startswith("python"):
+        return first
+    return python
 
 
 def site_values_check(profile: System) -> Check:

@@ -7,6 +7,11 @@ also written to `RUN_DIR/ranks/<rank>.out`. The rank comes from the launcher's o
 (no launcher flag such as `srun --label`: under `srun ... torchrun` a task is a node, not a rank).
 Signals are passed to the program; the wrapper exits as the program did.
 
+With `--torch-trace DIR --trace-window SKIP,STEPS` the program's Pythons start a PyTorch
+profiler themselves: rankwrap_boot/ (beside this file) goes first on PYTHONPATH, and its
+sitecustomize.py writes one trace per rank, DIR/rank<r>.json, once torch is imported (its
+docstring says how steps are counted). Pythons run with -I or -E ignore PYTHONPATH: no trace.
+
 Standalone and stdlib only: the job's Python (a site's 3.9, a conda env) need not have hpcscale
 installed, so it is run by its file path, never imported there.
 """
@@ -38,13 +43,61 @@ LINE_CAP = 1 << 20  # a partial line longer than this goes to the rank file unfi
 FORWARDED = ("SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGCONT")
 
 
+# PyTorch's launch contract (`--torch-env`), per launcher: rank, world size, local rank, local
+# world size (None: from SLURM's tasks per node). Under torchrun they are set already.
+TORCH_VARS: tuple[tuple[str, str, str, str | None], ...] = (
+    ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
+     "OMPI_COMM_WORLD_LOCAL_SIZE"),
+    ("MV2_COMM_WORLD_RANK", "MV2_COMM_WORLD_SIZE", "MV2_COMM_WORLD_LOCAL_RANK",
+     "MV2_COMM_WORLD_LOCAL_SIZE"),
+    ("PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS"),
+    ("SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", None),
+)  # fmt: skip
+TORCH_NAMES = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE")
+UNDER_TORCHRUN = "TORCHELASTIC_RUN_ID"  # set by torchrun for its workers
+
+
 def rank_of(env: Mapping[str, str]) -> int:
     """This process's rank from the launcher's variables (0 when none is set: one process)."""
+    if UNDER_TORCHRUN in env and env.get("RANK", "").isdigit():
+        return int(env["RANK"])  # srun ... torchrun: SLURM_PROCID is the node's task
     for name in RANK_VARS:
         text = env.get(name, "").strip()
         if text.isascii() and text.isdigit():
             return int(text)
     return 0
+
+
+def _tasks_on_node(env: Mapping[str, str]) -> int | None:
+    """This node's count in SLURM's tasks per node ("2(x3),1"), by SLURM_NODEID."""
+    spec = env.get("SLURM_STEP_TASKS_PER_NODE") or env.get("SLURM_TASKS_PER_NODE", "")
+    counts: list[int] = []
+    for part in filter(None, spec.split(",")):
+        count, _, times = part.partition("(x")
+        if not count.isdigit() or (times and not times.rstrip(")").isdigit()):
+            return None
+        counts += [int(count)] * (int(times.rstrip(")")) if times else 1)
+    node = env.get("SLURM_NODEID", "0")
+    if not node.isdigit() or int(node) >= len(counts):
+        return None
+    return counts[int(node)]
+
+
+def torch_env(env: Mapping[str, str]) -> dict[str, str]:
+    """RANK, WORLD_SIZE, LOCAL_RANK and LOCAL_WORLD_SIZE from the launcher's own variables
+    (the first launcher whose are all set; torchrun's own are kept as they are); {} when no
+    launcher's are (one process: the program's defaults)."""
+    if UNDER_TORCHRUN in env:
+        return {}
+    for rank, size, local, local_size in TORCH_VARS:
+        values = [env.get(rank, ""), env.get(size, ""), env.get(local, "")]
+        if not all(v.isascii() and v.isdigit() for v in values):
+            continue
+        per_node = env.get(local_size, "") if local_size else str(_tasks_on_node(env) or "")
+        if not (per_node.isascii() and per_node.isdigit()):
+            continue
+        return dict(zip(TORCH_NAMES, (*values, per_node)))  # noqa: B905 (3.9: no strict=)
+    return {}
 
 
 def rank_file(run_dir: str, rank: int) -> str:
@@ -130,17 +183,84 @@ def _exit_like(code: int) -> None:
     sys.exit(code)
 
 
-def _parse(argv: list[str]) -> tuple[str, list[str]]:
-    if len(argv) < 4 or argv[0] != "--dir" or argv[2] != "--":
-        sys.stderr.write("usage: rankwrap.py --dir RUN_DIR -- PROGRAM [ARG...]\n")
-        sys.exit(2)
-    return argv[1], argv[3:]
+# --torch-trace: the bootstrap directory and what it is told through the environment (the
+# names hpcscale/rankwrap_boot/sitecustomize.py reads)
+BOOT_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "rankwrap_boot")
+TRACE_DIR_VAR = "HPCSCALE_TORCH_TRACE"
+TRACE_WINDOW_VAR = "HPCSCALE_TRACE_WINDOW"
+TRACE_RANK_VAR = "HPCSCALE_TRACE_RANK"
+TRACE_WINDOW = (5, 20)  # collect.trace_window's defaults: skip 5 steps, trace 20
+USAGE = (
+    "usage: rankwrap.py --dir RUN_DIR [--torch-env] [--torch-trace DIR "
+    "[--trace-window SKIP,STEPS]] -- PROGRAM [ARG...]\n"
+)
+
+
+def _usage(why: str = "") -> None:
+    sys.stderr.write((f"rankwrap: {why}\n" if why else "") + USAGE)
+    sys.exit(2)
+
+
+def _trace_window(text: str) -> tuple[int, int]:
+    skip, _, steps = text.partition(",")
+    if not (skip.isascii() and skip.isdigit() and steps.isascii() and steps.isdigit()):
+        _usage(f"--trace-window wants SKIP,STEPS (two whole numbers), not {text!r}")
+    if int(steps) < 1:
+        _usage("--trace-window: STEPS must be at least 1")
+    return int(skip), int(steps)
+
+
+def _options(argv: list[str]) -> tuple[str, bool, str | None, tuple[int, int], list[str]]:
+    """--dir RUN_DIR first, then the options in any order up to `--`, then the program."""
+    if len(argv) < 2 or argv[0] != "--dir":
+        _usage()
+    run_dir, rest = argv[1], argv[2:]
+    torch, trace, window = False, None, TRACE_WINDOW
+    while rest and rest[0] != "--":
+        flag = rest.pop(0)
+        if flag == "--torch-env":
+            torch = True
+        elif flag in ("--torch-trace", "--trace-window") and rest and rest[0] != "--":
+            value = rest.pop(0)
+            if flag == "--torch-trace":
+                trace = value
+            else:
+                window = _trace_window(value)
+        else:
+            _usage(f"unknown or incomplete option {flag!r}")
+    if len(rest) < 2:
+        _usage()
+    return run_dir, torch, trace, window, rest[1:]
+
+
+def _parse(argv: list[str]) -> tuple[str, bool, list[str]]:
+    run_dir, torch, _trace, _window, program = _options(argv)
+    return run_dir, torch, program
+
+
+def trace_env(env: Mapping[str, str], trace_dir: str, window: tuple[int, int], rank: int
+              ) -> dict[str, str]:  # fmt: skip
+    """What the program's Pythons need to trace themselves: the bootstrap first on PYTHONPATH
+    (the program's own entries after it), the trace directory, the window, and this rank for a
+    program whose launcher sets no RANK."""
+    path = env.get("PYTHONPATH", "")
+    return {
+        "PYTHONPATH": BOOT_DIR + (os.pathsep + path if path else ""),
+        TRACE_DIR_VAR: os.path.abspath(trace_dir),
+        TRACE_WINDOW_VAR: f"{window[0]},{window[1]}",
+        TRACE_RANK_VAR: str(rank),
+    }
 
 
 def main(argv: list[str] | None = None, env: dict[str, str] | None = None) -> None:
-    run_dir, program = _parse(sys.argv[1:] if argv is None else argv)
+    run_dir, torch, trace, window, program = _options(sys.argv[1:] if argv is None else argv)
     env = dict(os.environ) if env is None else env
+    if torch:
+        env.update(torch_env(env))
     rank = rank_of(env)
+    if trace is not None:
+        os.makedirs(trace, exist_ok=True)
+        env.update(trace_env(env, trace, window, rank))
     os.makedirs(os.path.join(run_dir, RANKS_DIR), exist_ok=True)
     with open(rank_file(run_dir, rank), "wb") as out:
         try:

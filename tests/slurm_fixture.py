@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -144,12 +145,20 @@ def wait_for_sacct(
     raise AssertionError(f"jobs {job_ids} not final in sacct after {timeout} s: {rows}")
 
 
+# node states (sinfo %T, before any suffix such as `*`) that mean a job still holds the node
+BUSY_STATES = ("alloc", "mix", "comp", "draining", "planned")
+
+
 def wait_idle(info: ClusterInfo, timeout: float = 90) -> None:
-    """Wait until every node of the shared session cluster is idle (a previous test's job may
-    still be completing), so tests that look at node states see the cluster at rest."""
+    """Wait until no node of the shared session cluster holds a job (a previous test's job may
+    still be completing), so tests that look at node states see the cluster at rest. A node
+    left down or drained by a fault test holds none: waiting for it to turn idle would wait the
+    whole timeout after every test (it did: 90 s per test_slurm test)."""
     deadline = time.monotonic() + timeout
+    states: list[str] = []
     while time.monotonic() < deadline:
         states = slurm_run(info.env, "sinfo", "-h", "-N", "-o", "%T").stdout.split()
-        if states and all(s == "idle" for s in states):
+        if states and not any(s.lower().startswith(BUSY_STATES) for s in states):
             return
         time.sleep(1)
+    print(f"wait_idle: nodes still busy after {timeout} s: {states}", file=sys.stderr)

@@ -18,8 +18,14 @@ _CROSS_DEVICE = {
 def strategy_name(
     strategy: str, cross_device_ops: object, mpi: str, command: object = None, launcher: object = ""
 ) -> str:
-    """Ahmad & Cai name MirroredStrategy runs by their cross-device op; Horovod runs by MPI. A
-    command (the user's own program) is Horovod only when horovodrun launched it."""
+    """Ahmad & Cai name MirroredStrategy runs by their cross-device op; Horovod runs by MPI;
+    PyTorch DDP runs by their launcher. A command (the user's own program) is Horovod only when
+    horovodrun launched it, PyTorch DDP when its campaign says `workload.framework: torch`."""
+    if strategy == "torch_ddp":  # gloo or NCCL, whichever MPI ran around it
+        own = isinstance(command, str) and command
+        return (
+            f"{COMMAND_STRATEGY} (PyTorch DDP)" if own else f"PyTorch DDP ({launcher or 'mpirun'})"
+        )
     if isinstance(command, str) and command and launcher != "horovodrun":
         return f"{COMMAND_STRATEGY} ({mpi})"
     if strategy == "mirrored":

@@ -33,9 +33,11 @@ def doctor(
     json: JsonOpt = False,
 ) -> None:
     """Check what a campaign needs on this machine: its profile's launchers on PATH, SLURM
-    answering (SLURM systems), and the jobs' Python: for a bundled program TensorFlow, Horovod
-    (built with MPI, Gloo, NCCL) and mpi4py; for your own command (`workload.command`) its
-    directory, its interpreter and its program file. Exit 0 when all pass, 1 otherwise."""
+    answering (SLURM systems), and the jobs' Python: for a bundled TensorFlow program
+    TensorFlow, Horovod (built with MPI, Gloo, NCCL) and mpi4py; for strategy: torch_ddp (or a
+    command with `workload.framework: torch`) PyTorch; for your own command
+    (`workload.command`) its directory, its interpreter and its program file. Exit 0 when all
+    pass, 1 otherwise."""
     found = api.doctor(system, campaign)
     if json:
         print_json(found.as_dict())

@@ -24,9 +24,15 @@ the timed steps likewise. Stale runs (`hpcscale.state.stale`) are left out unles
 
 from __future__ import annotations
 
+import fnmatch
+import functools
+import glob
+import hashlib
 import json
 import os
-from collections.abc import Iterable
+import re
+import zlib
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -34,6 +40,7 @@ from typing import Any
 
 from hpcscale.analysis.context import TableContext
 from hpcscale.analysis.metric import ScalingMetric
+from hpcscale.collect import table as table_module
 from hpcscale.collect.readers.command_row import NOT_RUN as NOT_RUN_OUTPUT
 from hpcscale.collect.readers.command_row import declared_metric
 from hpcscale.collect.run_row import RunProblem, planned_row, run_row
@@ -50,7 +57,7 @@ from hpcscale.collect.table import (  # noqa: F401  (the table's names, re-expor
 )
 from hpcscale.formats.atomic import atomic_write
 from hpcscale.formats.exit_record import EXIT_NAME
-from hpcscale.formats.outputs import all_outputs
+from hpcscale.formats.outputs import output_globs
 from hpcscale.model.errors import UsageError
 from hpcscale.state.run_state import KnownState, run_states, states_without_ledger
 from hpcscale.state.stale import stale_runs
@@ -71,6 +78,7 @@ COLLECTOR_VERSION = 14  # 2: model_family, program, run.json typed; 3: campaign_
 # 13: `interpreter` (workload.interpreter: as-written), a cell field
 # 14: a command's `strategy` is empty (not run.json's "horovod") unless horovodrun ran it
 INPUT_FILES = ("run.json", "metrics.json", "timeline.json", "steps.json", EXIT_NAME)
+TRACES_DIR = "traces"  # per-rank traces (hpcscale.collect.traces.torch)
 NOT_RUN = ("no metrics.json", NOT_RUN_OUTPUT)  # a run with no results yet: unfinished
 NAN = float("nan")
 
@@ -164,25 +172,80 @@ class Collected:
 
 
 def _fingerprint(run_dir: Path) -> list[list[int]]:
-    """Sizes and mtimes of the run's input files (-1 for one missing or unreadable)."""
+    """Sizes and mtimes of the run's input files (-1 for one missing or unreadable). Stats
+    only: a cached report of 1,000 unchanged runs spends its collect here (#28)."""
     out = []
-    for path in [*(run_dir / name for name in INPUT_FILES), *all_outputs(run_dir)]:
+    base = str(run_dir)
+    for path in [*(os.path.join(base, name) for name in INPUT_FILES), *_outputs(run_dir)]:
         try:
-            st = path.stat()
+            st = os.stat(path)
             out.append([st.st_size, st.st_mtime_ns])
         except (OSError, ValueError):  # missing, a dangling link, a name the OS refuses
             out.append([-1, -1])
+    for path in _traces(base):  # named too: a .tmp renamed keeps its size and time
+        try:
+            st = os.stat(path)
+            out.append([st.st_size, st.st_mtime_ns, zlib.crc32(os.fsencode(path))])
+        except (OSError, ValueError):
+            out.append([-1, -1, zlib.crc32(os.fsencode(path))])
     return out
 
 
+def _traces(base: str) -> list[str]:
+    """Per-rank trace files (PyTorch profiler: traces/rank<r>.json[.gz], a .tmp while being
+    written): a trace that appears or changes makes the run be read again."""
+    where = os.path.join(base, TRACES_DIR)
+    try:
+        return [os.path.join(where, n) for n in sorted(os.listdir(where))]
+    except OSError:  # none (most runs), or unreadable: nothing to watch
+        return []
+
+
+def _outputs(run_dir: Path) -> list[str]:
+    """`formats.outputs.all_outputs` as strings, from one listing of the directory instead of
+    a pathlib glob per scheduler: the same names in the same order (a literal pattern counts
+    when it exists, links followed; a wildcard matches every entry, as pathlib's glob does)."""
+    names: list[str] | None = None
+    found: list[str] = []
+    for literal, match in _output_patterns():
+        if match is None:
+            if os.path.exists(os.path.join(run_dir, literal)):
+                found.append(literal)
+            continue
+        if names is None:
+            try:
+                names = os.listdir(run_dir)
+            except OSError:  # unlistable, gone: pathlib's glob yields nothing then
+                names = []
+        found.extend(n for n in names if match(n))
+    # all_outputs sorts Paths: by their parts, which for names in one directory is by name
+    return [os.path.join(run_dir, n) for n in sorted(found)]
+
+
+@functools.cache
+def _output_patterns() -> tuple[tuple[str, Callable[[str], Any] | None], ...]:
+    """Each scheduler's output pattern: (the literal name, None) or (the pattern, its match)."""
+    out = []
+    for pattern in output_globs().values():
+        if glob.has_magic(pattern):
+            out.append((pattern, re.compile(fnmatch.translate(pattern)).fullmatch))
+        else:
+            out.append((pattern, None))
+    return tuple(out)
+
+
 def _read_one(d: Path, timeline: bool, fp: list[list[int]]) -> dict[str, Any]:
-    """One run's cache entry: its row and notes, or the error that stops it (any exception:
-    one bad run never stops the others)."""
+    """One run's cache entry: its row, notes and planned fields (when they survive the cache's
+    JSON as they are), or the error that stops it (any exception: one bad run never stops the
+    others)."""
     try:
         row, notes = run_row(d, timeline)
         if (why := unstorable(row)) is not None:
             return {"fingerprint": fp, "timeline": timeline, "error": why}
-        return {"fingerprint": fp, "timeline": timeline, "row": row, "notes": notes}
+        entry = {"fingerprint": fp, "timeline": timeline, "row": row, "notes": notes}
+        if _json_exact(plan := _planned(d)):
+            entry["planned"] = plan
+        return entry
     except RunProblem as exc:
         return {"fingerprint": fp, "timeline": timeline, "error": str(exc)}
     except Exception as exc:  # whatever a damaged file raised
@@ -202,23 +265,77 @@ def _planned(d: Path) -> dict[str, Any] | None:
     return plan if plan is None or unstorable(plan) is None else None
 
 
+def _json_exact(value: Any) -> bool:
+    """Whether `value` reads back from JSON as it is: the same types (no tuple, enum or int
+    key turned into another), the same values (NaN apart: it is not cached)."""
+    try:
+        back = json.loads(json.dumps(value, allow_nan=False))
+    except (TypeError, ValueError):
+        return False
+    return _same(value, back)
+
+
+def _same(a: Any, b: Any) -> bool:
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_same(v, b[k]) for k, v in a.items())
+    if isinstance(a, list):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    return a == b
+
+
 # ------------------------------------------------------------------ the cache
 
 
-def _load_cache(path: Path) -> dict[str, Any]:
+def _load_cache(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The cache's entries by run id, and what it says of the results files last written
+    (their key and stats: `_results_current`)."""
     try:
         data = json.loads(path.read_text())
     except (OSError, ValueError):
-        return {}
+        return {}, {}
     if not isinstance(data, dict) or data.get("version") != COLLECTOR_VERSION:
-        return {}
+        return {}, {}
     entries = data.get("entries")
-    return entries if isinstance(entries, dict) else {}
+    results = data.get("results")
+    return (
+        entries if isinstance(entries, dict) else {},
+        results if isinstance(results, dict) else {},
+    )
 
 
-def _save_cache(path: Path, entries: dict[str, Any]) -> None:
-    text = json.dumps({"version": COLLECTOR_VERSION, "entries": entries}, allow_nan=True)
-    atomic_write(path, text)
+def _save_cache(path: Path, entries: dict[str, Any], results: dict[str, Any]) -> None:
+    data = {"version": COLLECTOR_VERSION, "entries": entries, "results": results}
+    atomic_write(path, json.dumps(data, allow_nan=True))
+
+
+def _results_key(placed: list[list[Any]]) -> str:
+    """What the results files are a function of: each row's run, the files it was read from
+    (its entry's fingerprint and timeline), its stale flag and state, in the order written,
+    and the code that writes them (COLLECTOR_VERSION, collect/table.py and the columns it
+    writes: a column added rewrites them)."""
+    h = hashlib.blake2b(digest_size=20)
+    h.update(f"{COLLECTOR_VERSION}\0".encode())
+    h.update(Path(table_module.__file__).read_bytes())
+    h.update(json.dumps([table_module.COLUMNS, table_module.LIST_COLUMNS]).encode())
+    h.update(json.dumps(placed).encode())
+    return h.hexdigest()
+
+
+def _file_stats(*paths: Path) -> list[list[int]] | None:
+    """Size, mtime and inode of each file (None when one is missing)."""
+    try:
+        return [[(st := os.stat(p)).st_size, st.st_mtime_ns, st.st_ino] for p in paths]
+    except (OSError, ValueError):
+        return None
+
+
+def _results_current(out: Collected, key: str, last: dict[str, Any]) -> bool:
+    """Whether results.parquet and .csv are the ones written last from the same `key`,
+    untouched since (a cached collect of unchanged runs need not write them again)."""
+    stats = _file_stats(out.parquet, out.csv)
+    return stats is not None and last.get("key") == key and last.get("files") == stats
 
 
 # ------------------------------------------------------------------ a campaign
@@ -228,7 +345,11 @@ def run_dirs(campaign_path: Path) -> list[Path]:
     runs = campaign_path / "runs"
     if not runs.is_dir():
         return []
-    return sorted(p for p in runs.iterdir() if p.is_dir() and (p / "run.json").exists())
+    with os.scandir(runs) as it:  # Path.iterdir's entries, without a Path made for each
+        names = [
+            e.name for e in it if e.is_dir() and os.path.exists(os.path.join(e.path, "run.json"))
+        ]
+    return [runs / name for name in sorted(names)]
 
 
 def _states(cdir: Path, dirs: list[Path]) -> tuple[dict[str, KnownState], str | None]:
@@ -256,7 +377,7 @@ def collect_campaign(
     except Exception:  # no ledger to tell: the run.json versions only
         stale = set()
     cache_path = cdir / CACHE_FILE
-    cache = _load_cache(cache_path)
+    cache, last_results = _load_cache(cache_path)
     out = Collected(cdir.name, cdir, rows=[], stale=[d.name for d in dirs if d.name in stale])
     out.stale_included = include_stale
     todo: list[tuple[Path, list[list[int]]]] = []
@@ -283,20 +404,39 @@ def collect_campaign(
         fresh[d.name] = _read_one(d, timeline, fp)
         out.new += 1
     states, ledger_problem = _states(cdir, dirs)
+    measured: list[list[Any]] = []
+    unmeasured: list[list[Any]] = []
     for d in dirs:
-        _place(out, d, fresh[d.name], states[d.name], d.name in stale)
+        entry, known = fresh[d.name], states[d.name]
+        if "row" in entry and "planned" not in entry and _json_exact(plan := _planned(d)):
+            fresh[d.name] = entry = {**entry, "planned": plan}  # an older entry: saved with it
+        if _place(out, d, entry, known, d.name in stale):
+            # what the run's row in the results is made of (`_results_key`)
+            part = [d.name, entry.get("fingerprint"), bool(entry.get("timeline"))]
+            (measured if known.measured else unmeasured).append(
+                [*part, d.name in stale, str(known.state)]
+            )
     if ledger_problem:
         out.problems.append(Problem("(ledger)", ledger_problem, partial=True))
-    write_results(out)
-    _save_cache(cache_path, fresh)
+    key = _results_key([*measured, *unmeasured])
+    results = last_results
+    if not _results_current(out, key, last_results):
+        # a table written whole records its key: one that dropped rows Parquet refused does not
+        whole = write_results(out)
+        files = _file_stats(out.parquet, out.csv)
+        results = {"key": key, "files": files} if whole and files is not None else {}
+    if fresh != cache or results != last_results:
+        _save_cache(cache_path, fresh, results)
     return out
 
 
-def _place(out: Collected, d: Path, entry: dict[str, Any], known: KnownState, stale: bool) -> None:
+def _place(out: Collected, d: Path, entry: dict[str, Any], known: KnownState, stale: bool) -> bool:
     """One run into `out`: a measured row, a row kept but not measured, unfinished, or a
-    problem."""
+    problem; whether it has a row. Its planned fields come from its entry when it holds them
+    (read from the same run.json: the entry's fingerprint says so)."""
     rid = d.name
-    if (plan := _planned(d)) is not None:
+    plan = entry["planned"] if "row" in entry and "planned" in entry else _planned(d)
+    if plan is not None:
         out.planned.append({**plan, "run_id": rid})
     state = known.state
     ended_badly = state.terminal and not known.measured
@@ -308,7 +448,7 @@ def _place(out: Collected, d: Path, entry: dict[str, Any], known: KnownState, st
         else:
             out.unmeasured_rows.append(row)
             out.not_completed.append((rid, str(state), known.reason))
-        return
+        return True
     error = str(entry.get("error", "unknown error"))
     if ended_badly:  # a failed run's results are not there, or not whole: its failure says why
         out.not_completed.append((rid, str(state), known.reason))
@@ -324,6 +464,7 @@ def _place(out: Collected, d: Path, entry: dict[str, Any], known: KnownState, st
         out.unfinished.append(rid)
     else:
         out.problems.append(Problem(rid, error))
+    return False
 
 
 def _progress(items: list[Any], enabled: bool, label: str) -> Iterable[Any]:
@@ -347,14 +488,15 @@ def _progress(items: list[Any], enabled: bool, label: str) -> Iterable[Any]:
             bar.advance(task)
 
 
-def write_results(out: Collected) -> None:
+def write_results(out: Collected) -> bool:
     """`results.parquet` and `results.csv`: every run read, measured or not (its `state`). A
-    row Parquet refuses makes its run unreadable; the others are written."""
+    row Parquet refuses makes its run unreadable; the others are written. Whether every row
+    was written."""
     rows = [*out.rows, *out.unmeasured_rows]
     try:
         df = frame_of(rows)
         write_table(df, out.parquet, out.csv)
-        return
+        return True
     except Exception:  # find the rows that stop it, write the rest
         bad = unwritable(rows)
     ids = {str(rows[i].get("run_id")): why for i, why in bad.items()}
@@ -365,6 +507,7 @@ def write_results(out: Collected) -> None:
     out.problems += [Problem(rid, why) for rid, why in ids.items()]
     out.__dict__.pop("frame", None)
     write_table(frame_of([*out.rows, *out.unmeasured_rows]), out.parquet, out.csv)
+    return False
 
 
 def collect(campaign_dir: str | os.PathLike[str], timeline: bool, **options: bool):

@@ -27,8 +27,13 @@ TIMELINE_EXTRA = ("span_s", "timeline_events", "straggler_rank")
 # A timeline that is cut or ends before the last timed step: its per-epoch figures describe
 # part of the run only (hpcscale.analysis.quality leaves them out of the report).
 TRUNCATION_NOTE = (
-    "timeline.json covers {pct:.0f} % of the timed window{cut}: its per-epoch figures are left "
+    "{name} covers {pct:.0f} % of the timed window{cut}: its per-epoch figures are left "
     "out unless --include-partial-timelines"
+)
+# A profiler trace of a window of steps (collect.trace_window) shorter than the timed steps
+WINDOW_NOTE = (
+    "{name}: the trace window holds {traced} of the {steps} timed steps: per-step figures only, "
+    "no per-epoch ones (none scaled up from a window)"
 )
 NAN = float("nan")
 HOROVODRUN = "horovodrun"  # the one launcher that says a command's program is Horovod's
@@ -251,6 +256,11 @@ def _timeline_columns(
             )
     else:
         notes.append("no steps.json: per-epoch figures include start-up")
+    traced = _traced_steps(s)
+    windowed = traced is not None and steps is not None and traced < steps
+    if windowed:
+        notes.append(WINDOW_NOTE.format(name=name, traced=traced, steps=steps))
+        epochs, steps = None, traced
     if s.empty:
         notes.append(f"{name}: {NO_COLLECTIVES}")
     _coverage(row, s, steps_file)
@@ -258,9 +268,9 @@ def _timeline_columns(
         cov = row["timeline_coverage"]
         cut = " and ends in a cut record (job killed?)" if s.truncated else ""
         notes.append(
-            TRUNCATION_NOTE.format(pct=100 * cov, cut=cut)
+            TRUNCATION_NOTE.format(name=name, pct=100 * cov, cut=cut)
             if cov == cov
-            else "timeline.json ends in a cut record (job killed?)"
+            else f"{name} ends in a cut record (job killed?)"
         )
     per_epoch = NAN if epochs is None else max(epochs, 1)
     for key in ("comm", "negotiate", "wait_for_data", "wait_for_other_tensor_data"):
@@ -269,20 +279,24 @@ def _timeline_columns(
         row[f"{key}_s"] = s.seconds(key) / per_epoch
     # the two waits unioned in time, inside communication (hpcscale.analysis.overlap)
     row["waits_in_comm_s"] = s.waits_in_comm_us / 1e6 / per_epoch
-    if s.waits_us > s.waits_in_comm_us:
+    if not getattr(s, "waits_known", True):  # a profiler trace without a reliable match
+        for key in ("wait_for_data_s", "wait_for_other_tensor_data_s", "waits_in_comm_s"):
+            row[key] = NAN
+        notes.append(f"{name}: waits unknown ({s.waits_unknown_why}): wait columns left empty")
+    elif s.waits_us > s.waits_in_comm_us:
         notes.append(
             f"{name}: {(s.waits_us - s.waits_in_comm_us) / 1e6:.6g} s of waiting for data "
             "outside any closed collective (never closed?): left out of the overlap"
         )
     row["span_s"] = s.span_us / 1e6
-    row["comm_span_share"] = _span_share(s, notes) if steps_file is None else NAN
+    row["comm_span_share"] = _span_share(s, name, notes) if steps_file is None else NAN
     row["allreduce_bytes_per_step"] = NAN if steps is None else s.allreduce_bytes / max(steps, 1)
     bw = s.bus_bandwidth_gbs()
     row["bus_bandwidth_gbs"] = NAN if bw is None else bw
     row["timeline_events"] = s.events
     strag = s.straggler()
     row["straggler_rank"] = NAN if strag is None else strag[0]
-    if steps_file is not None and s.start_time_since_epoch_us is not None:
+    if steps_file is not None and s.start_time_since_epoch_us is not None and not windowed:
         x = exact_split(steps_file, s.comm_intervals, s.start_time_since_epoch_us)
         row.update(
             exact_compute_s=x.compute_s,
@@ -292,16 +306,26 @@ def _timeline_columns(
     return notes
 
 
-def _span_share(s: TimelineSummary, notes: list[str]) -> float:
+def _span_share(s: TimelineSummary, name: str, notes: list[str]) -> float:
     """Communication over the timeline's span: the only share a run without epoch times can
     have. Collectives are unioned in time, so more than the span is a damaged timeline."""
     if s.span_us <= 0 or s.empty:
         return NAN
     share = s.seconds("comm") / (s.span_us / 1e6)
     if share > 1.0 + 1e-9:
-        notes.append(f"timeline.json: communication exceeds its span ({share:.3g}x): no share")
+        notes.append(f"{name}: communication exceeds its span ({share:.3g}x): no share")
         return NAN
     return share
+
+
+def _traced_steps(s: TimelineSummary) -> int | None:
+    """How many steps a profiler trace holds inside the timed window (its ProfilerStep
+    markers with anything in them: those outside the window are empty); None for a trace
+    without step markers (a Horovod timeline, which covers the whole run)."""
+    steps = getattr(s, "steps", None)
+    if not steps:
+        return None
+    return sum(1 for x in steps if x.get("compute_us") or x.get("comm_us"))
 
 
 def _coverage(row: dict[str, Any], s: TimelineSummary, steps: Steps | None) -> None:

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from hpcscale.model.scaling import Layout
+from hpcscale.model.vocab import ARGS_PREFIX
+from hpcscale.model.workloads import Declaration, args_problem
 
 if TYPE_CHECKING:
     from hpcscale.model.campaign import LoadedCampaign
@@ -48,10 +50,24 @@ class Framework:
     knobs: ClassVar[tuple[str, ...]] = ()
     # the trace format its runs write (hpcscale.model.registry.TRACE_READERS), if any
     trace: ClassVar[str | None] = None
+    # its ranks meet at MASTER_ADDR:MASTER_PORT, which the job script sets (the scheduler's
+    # `rendezvous` lines) and every launcher passes on
+    rendezvous: ClassVar[bool] = False
+    # what the job's Python must import for it (`hpcscale doctor` checks them)
+    python_modules: ClassVar[tuple[str, ...]] = ()
 
     def place(self, cell: Cell) -> Placement:
         """Lay the cell out, or raise hpcscale.model.scaling.ScalingError naming the axis."""
         raise NotImplementedError
+
+    def workload_problem(
+        self, model: Any, args: dict[str, Any], decl: Declaration
+    ) -> tuple[str, str] | None:
+        """(axis, why) for a workload argument its bundled program would refuse, or None;
+        the TensorFlow programs' are declared by the jobs/ manifest (`decl`)."""
+        if broken := args_problem(model, args, decl):
+            return ARGS_PREFIX + broken[0], broken[1]
+        return None
 
     def argv(self, run: Run, system: System, run_dir: str) -> list[object]:
         """What one rank runs (quoted later by the renderer)."""

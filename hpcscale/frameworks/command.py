@@ -9,7 +9,6 @@ from typing import ClassVar
 
 from hpcscale import rankwrap
 from hpcscale.frameworks.base import Cell, Framework, Placement
-from hpcscale.frameworks.horovod_tf import horovod_env
 from hpcscale.model.command import AS_WRITTEN, command_words, placeholder_values
 from hpcscale.model.run import Run
 from hpcscale.model.system import System, python_of
@@ -27,7 +26,13 @@ def command_argv(run: Run, system: System, run_dir: str) -> list[object]:
     python = python_of(system)
     own = None if run.interpreter == AS_WRITTEN else python  # workload.interpreter
     words = command_words(run.command, placeholder_values(run, run_dir), own)
-    return [python, "-I", RANKWRAP, "--dir", run_dir, "--", *words]
+    # a framework with a rendezvous (torch) gets RANK, WORLD_SIZE, LOCAL_RANK and
+    # LOCAL_WORLD_SIZE from the launcher's variables on every rank (rankwrap --torch-env)
+    torch: list[object] = ["--torch-env"] if run.strategy == "torch_ddp" else []
+    if (window := run.trace_window) is not None:  # collect.timeline: the profiler, injected
+        skip, steps = window["skip"], window["steps"]
+        torch += ["--torch-trace", f"{run_dir}/traces", "--trace-window", f"{skip},{steps}"]
+    return [python, "-I", RANKWRAP, "--dir", run_dir, *torch, "--", *words]
 
 
 def command_env(run: Run, run_dir: str) -> dict[str, object]:
@@ -50,6 +55,8 @@ class Command(Framework):
         self.borrowed = borrowed
         self.knobs = borrowed.knobs  # type: ignore[misc]
         self.trace = borrowed.trace  # type: ignore[misc]
+        self.rendezvous = borrowed.rendezvous  # type: ignore[misc]
+        self.python_modules = ()  # type: ignore[misc]  # the program imports what it needs
 
     def place(self, cell: Cell) -> Placement:
         return self.borrowed.place(cell)
@@ -58,7 +65,8 @@ class Command(Framework):
         return command_argv(run, system, run_dir)
 
     def env(self, run: Run, run_dir: str) -> dict[str, object]:
-        return {**horovod_env(run), **command_env(run, run_dir)}
+        own = command_env(run, run_dir) if self.trace == "horovod" else {}
+        return {**self.borrowed.env(run, run_dir), **own}
 
     def single_process(self, run: Run) -> bool:
         return self.borrowed.single_process(run)

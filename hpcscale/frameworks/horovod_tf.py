@@ -46,6 +46,10 @@ def rank_per_process(cell: Cell, knobs: tuple[str, ...]) -> Placement:
         )
     if "cross_device_ops" in a:
         raise ScalingError("cross_device_ops", "cross_device_ops applies to strategy: mirrored")
+    if cell.device == "gpu" and layout.tasks_per_node > cell.gpus:
+        raise ScalingError(
+            "tasks_per_node", f"{layout.tasks_per_node} ranks per node for {cell.gpus} GPUs"
+        )
     return Placement(layout, 1, knobs_of(a, knobs))
 
 
@@ -53,15 +57,10 @@ class HorovodTF(Framework):
     name: ClassVar[str] = "horovod_tf"
     knobs: ClassVar[tuple[str, ...]] = KNOBS
     trace: ClassVar[str | None] = "horovod"
+    python_modules: ClassVar[tuple[str, ...]] = ("tensorflow", "horovod.tensorflow")
 
     def place(self, cell: Cell) -> Placement:
-        placed = rank_per_process(cell, self.knobs)
-        if cell.device == "gpu" and placed.layout.tasks_per_node > cell.gpus:
-            raise ScalingError(
-                "tasks_per_node",
-                f"{placed.layout.tasks_per_node} ranks per node for {cell.gpus} GPUs",
-            )
-        return placed
+        return rank_per_process(cell, self.knobs)
 
     def argv(self, run: Run, system: System, run_dir: str) -> list[object]:
         return program_argv(run, system, run_dir)

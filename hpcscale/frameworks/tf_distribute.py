@@ -22,6 +22,7 @@ class TFDistribute(Framework):
     name: ClassVar[str] = "tf_distribute"
     knobs: ClassVar[tuple[str, ...]] = KNOBS
     trace: ClassVar[str | None] = None
+    python_modules: ClassVar[tuple[str, ...]] = ("tensorflow",)
 
     def place(self, cell: Cell) -> Placement:
         a, s = cell.a, cell.lc.system

@@ -38,6 +38,9 @@ class Launcher(ABC):
     reads_hostfile: ClassVar[bool] = False  # takes hosts from a file, not from the scheduler
     # reads a hostfile even on this machine (no allocation): the script then lists localhost
     always_hostfile: ClassVar[bool] = False
+    # starts ranks that meet at MASTER_ADDR:MASTER_PORT (torchrun): only for a framework with a
+    # rendezvous (hpcscale.frameworks.base.Framework.rendezvous)
+    rendezvous: ClassVar[bool] = False
 
     def needs_hostfile(self, allocated: bool) -> bool:
         """The job script must write the hostfile before the launch."""

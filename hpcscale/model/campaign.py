@@ -21,7 +21,14 @@ from hpcscale.model.command import (
 from hpcscale.model.metrics import DERIVED_METRICS
 from hpcscale.model.names import NAME
 from hpcscale.model.strict import check_loaded
-from hpcscale.model.system import SetupLine, System, load_system, sbatch_options_safe, sbatch_safe
+from hpcscale.model.system import (
+    SetupLine,
+    System,
+    known_launcher,
+    load_system,
+    sbatch_options_safe,
+    sbatch_safe,
+)
 from hpcscale.model.targets import parse_target
 from hpcscale.model.units import unit_problem
 from hpcscale.model.validation import did_you_mean, validate
@@ -101,11 +108,28 @@ class Workload(CommandFields):
         return self
 
 
+class TraceWindow(BaseModel):
+    """The steps a PyTorch profiler trace records: a bounded window, so a long run does not
+    write gigabytes of trace."""
+
+    model_config = ConfigDict(extra="forbid")
+    skip: int = Field(default=5, ge=0, description="steps left out first, burn-in included")
+    steps: int = Field(default=20, ge=1, description="steps recorded after them")
+
+
 class Collect(BaseModel):
     model_config = ConfigDict(extra="forbid")
     metrics: bool = True
     timeline: bool = False
     mark_cycles: bool = False
+    trace_window: TraceWindow = Field(
+        default_factory=TraceWindow,
+        description="with timeline: true, the steps each rank's PyTorch profiler trace "
+        "(strategy: torch_ddp) records: `skip` steps first (burn-in included; default 5), then "
+        "`steps` (default 20), or fewer when the run ends first. Its figures are per step: "
+        "per-epoch columns only where the window covers every timed step. A Horovod timeline "
+        "covers the whole run",
+    )
     rank_tolerance: float = Field(
         default=0.05,
         ge=0,
@@ -117,6 +141,8 @@ class Collect(BaseModel):
     def _cycles_need_timeline(self) -> Collect:
         if self.mark_cycles and not self.timeline:
             raise ValueError("mark_cycles marks cycles in the timeline: it needs timeline: true")
+        if "trace_window" in self.model_fields_set and not self.timeline:
+            raise ValueError("trace_window bounds the timeline's trace: it needs timeline: true")
         return self
 
 
@@ -177,6 +203,11 @@ class Campaign(BaseModel):
         default=None, ge=1, description="SLURM array throttle, over the profile's max_parallel"
     )
     collect: Collect = Field(default_factory=Collect)
+    launcher: str | None = Field(
+        default=None,
+        description="how ranks start, over the profile's (and its MPI flavours') launcher: "
+        "e.g. torchrun for strategy: torch_ddp",
+    )
     references: list[Reference] = Field(default_factory=list)
     targets: list[Target] = Field(
         default_factory=list,
@@ -196,6 +227,11 @@ class Campaign(BaseModel):
         default_factory=list,
         description="shell lines run before the launch, after the profile's, as written",
     )
+
+    @field_validator("launcher")
+    @classmethod
+    def _launcher(cls, v: str | None) -> str | None:
+        return known_launcher(v)
 
     @field_validator("qos", "constraint", "reservation")
     @classmethod
@@ -260,7 +296,9 @@ def load_campaign(path: str | Path, system: str | Path | None = None) -> LoadedC
         )
     check_loaded(campaign, profile, src)  # setup lines, site values, argument sizes
     profile = with_site_options(profile, campaign)
-    decl = workloads.declared(profile.jobs_dir)
+    # the TensorFlow programs' manifest; the PyTorch programs' are checked per cell by their
+    # framework (hpcscale.frameworks.torch_ddp), so a torch-only campaign skips the manifest
+    decl = workloads.declared(profile.jobs_dir) if runs_tf(campaign) else None
     own = campaign.workload.command is not None  # the user's program: its arguments are its own
     if own:
         check_command(campaign, src)
@@ -291,6 +329,15 @@ def with_site_options(profile: System, c: Campaign) -> System:
     if c.setup:
         update["setup"] = [*profile.setup, *c.setup]
     return profile.model_copy(update=update) if update else profile
+
+
+def runs_tf(c: Campaign) -> bool:
+    """Whether some cell may run a bundled TensorFlow program (any strategy but torch_ddp)."""
+    values: list[Any] = []
+    for group in (c.axes(), *c.matrix.zip):
+        got = group.get("strategy", [])
+        values += got if isinstance(got, list) else [got]
+    return not values or any(v != "torch_ddp" for v in values)
 
 
 def check_workload(c: Campaign, src: Source, decl: workloads.Declaration) -> None:

@@ -40,13 +40,20 @@ PROGRAM_AXES: dict[str, str] = {
     "mixed_precision": "mixed precision is a policy the program's code sets",
     "strategy": "MirroredStrategy is chosen in the program's code",
     "cross_device_ops": "cross-device ops belong to the program's MirroredStrategy",
+    "bucket_cap_mb": "the bucket size is an argument of the program's DDP(...)",
+    "gradient_as_bucket_view": "gradient_as_bucket_view is an argument of the program's DDP(...)",
+    "static_graph": "static_graph is an argument of the program's DDP(...)",
+    "fp16_compress": "a DDP communication hook is registered in the program's code",
 }
 ALL_PLACEHOLDERS: tuple[str, ...] = (*PLACEHOLDERS, *PROGRAM_AXES)
 _FIELD = re.compile(r"\{\{|\}\}|\{([^{}]*)\}|[{}]")
 # Names the tidy table already has a column for; any other metric is an extra column.
 MLLOG_FIGURES = ("images_per_s", "epoch_time_s", "fit_time_s")
 COMMAND_PROGRAM = "command"  # the `program` field of a command run
-COMMAND_KEYS = ("command", "cwd", "metrics", "throughput", "time", "interpreter")
+COMMAND_KEYS = ("command", "cwd", "metrics", "throughput", "time", "interpreter", "framework")
+# workload.framework: whose launch contract (and trace) a command follows, as the strategy of
+# its cells (hpcscale.frameworks)
+FRAMEWORK_STRATEGY = {"horovod": "horovod", "torch": "torch_ddp"}
 AS_WRITTEN = "as-written"  # workload.interpreter: the command's own first word runs
 PYTHONS = ("python", "python3")  # a leading word the profile's interpreter replaces
 
@@ -122,6 +129,12 @@ class CommandFields(BaseModel):
         default=None,
         description="a leading `python`/`python3`: the profile's interpreter (profile, the "
         "default) or the one on the job's PATH (as-written: a conda or PyTorch environment)",
+    )
+    framework: Literal["horovod", "torch"] | None = Field(
+        default=None,
+        description="the program's framework: horovod (the default) or torch, whose launch "
+        "contract it gets (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, "
+        "MASTER_PORT on every rank)",
     )
 
     @field_validator("command", mode="before")

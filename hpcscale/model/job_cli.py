@@ -15,8 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional, Union
 
-from hpcscale.model.vocab import CROSS_DEVICE_OPS, DEVICES, STRATEGIES
+from hpcscale.model.vocab import CROSS_DEVICE_OPS, DEVICES
 
+TF_STRATEGIES = ("horovod", "mirrored")  # the TensorFlow programs' (jobs/torch/ has its own)
 DEFAULT_CROSS_DEVICE_OPS = "reduce_to_one"  # what a mirrored run reduces with unless told
 
 
@@ -112,7 +113,7 @@ JOB_FLAGS: dict[str, Flag] = _flags(
         "tf.distribute.MirroredStrategy over --devices; default horovod",
         str,
         "horovod",
-        STRATEGIES,
+        TF_STRATEGIES,
     ),
     Flag("--seed", "seed", "rank r seeds with seed + r; default 42", int, 42),
     Flag(

@@ -15,6 +15,7 @@ LAUNCHERS: dict[str, str] = {
     "mpirun_rsh": "hpcscale.launchers.mpirun_rsh:MpirunRsh",
     "mpiexec": "hpcscale.launchers.mpiexec:Mpiexec",
     "horovodrun": "hpcscale.launchers.horovodrun:Horovodrun",
+    "torchrun": "hpcscale.launchers.torchrun:Torchrun",
 }
 
 
@@ -29,10 +30,12 @@ class FrameworkLine:
 FRAMEWORKS: dict[str, FrameworkLine] = {
     "horovod_tf": FrameworkLine("hpcscale.frameworks.horovod_tf:HorovodTF", "horovod"),
     "tf_distribute": FrameworkLine("hpcscale.frameworks.tf_distribute:TFDistribute", "mirrored"),
+    "torch_ddp": FrameworkLine("hpcscale.frameworks.torch_ddp:TorchDDP", "torch_ddp"),
 }
 # a trace format: a package under hpcscale/collect/traces/ with its TraceReader
 TRACE_READERS: dict[str, str] = {
     "horovod": "hpcscale.collect.traces.horovod.reader:HorovodTimeline",
+    "torch": "hpcscale.collect.traces.torch.reader:TorchProfilerTrace",
 }
 
 

@@ -28,7 +28,13 @@ HASHED_KNOBS: dict[str, Any] = {
 }
 # every knob a framework may set, with its default (a new framework's knobs: one entry here and
 # a Term in hpcscale.model.vocab.KNOB_TERMS)
-KNOB_DEFAULTS: dict[str, Any] = {**HASHED_KNOBS}
+KNOB_DEFAULTS: dict[str, Any] = {
+    **HASHED_KNOBS,
+    "bucket_cap_mb": None,
+    "gradient_as_bucket_view": False,
+    "static_graph": False,
+    "fp16_compress": False,
+}
 # a knob's value in its Term's type, as a typed field held it (an int fusion buffer is hashed
 # as the float it always was)
 _AS_TYPE: dict[str, Any] = {"float": float, "int": int, "bool": bool, "str": str}
@@ -71,6 +77,11 @@ class Run(BaseModel):
     epochs: int = 1
     timeline: bool = False
     mark_cycles: bool = False
+    trace_window: dict[str, int] | None = Field(
+        default=None,
+        description="collect.trace_window {skip, steps} for a PyTorch profiler trace; None "
+        "for a run that writes none",
+    )
     time_limit_min: int = 60
     repeat: int = 0
     args: dict[str, Any] = Field(default_factory=dict, description="extra workload arguments")
@@ -145,7 +156,7 @@ class Run(BaseModel):
     def as_record(self, run_id: str | None = None) -> dict[str, Any]:
         """Flat dict for tables and JSON: model fields plus derived ones (`run_id` if known)."""
         rec = dict(self.__dict__)  # every field is a JSON type already; model_dump is slow
-        rec.update(KNOB_DEFAULTS)
+        rec.update(HASHED_KNOBS)  # knobs added since appear only when set (records unchanged)
         rec.update(rec.pop("knobs"))  # flat: one column per knob
         rec["args"] = dict(self.args)
         rec["run_id"] = run_id or self.run_id
@@ -159,7 +170,7 @@ class Run(BaseModel):
 # runs the same cells)
 _NOT_HASHED = frozenset({"swept", "run_id", "cwd"})
 # Fields added later, hashed only when set, so the runs rendered before them keep their ids.
-_HASHED_IF_SET = ("command", "interpreter")
+_HASHED_IF_SET = ("command", "interpreter", "trace_window")
 # Fields renamed since ids were first handed out, hashed under their first name so that a
 # campaign rendered before the rename keeps its run ids (and its ledger rows and results).
 _HASHED_AS = {"program": "workload"}

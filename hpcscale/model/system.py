@@ -52,7 +52,7 @@ SetupLine = Annotated[str, AfterValidator(_setup_line)]
 TEMPLATES_DIR = templates_dir()
 
 
-def _known_launcher(name: str | None) -> str | None:
+def known_launcher(name: str | None) -> str | None:
     if name is not None and name not in LAUNCHERS:
         raise ValueError(
             f"unknown launcher {name!r}{did_you_mean(name, LAUNCHERS)}; "
@@ -137,7 +137,7 @@ class Flavour(BaseModel):
     @field_validator("launcher")
     @classmethod
     def _launcher(cls, v: str | None) -> str | None:
-        return _known_launcher(v)
+        return known_launcher(v)
 
 
 SBATCH_OPTION = re.compile(r"--[a-z][a-z-]*(=[A-Za-z0-9_.:,@%+=/-]+)?\Z")
@@ -255,7 +255,7 @@ class System(BaseModel):
     @field_validator("launcher")
     @classmethod
     def _launcher(cls, v: str) -> str:
-        _known_launcher(v)
+        known_launcher(v)
         return v
 
     @field_validator("scheduler")

@@ -13,7 +13,7 @@ from typing import Literal, get_args
 
 Scaling = Literal["weak", "strong", "none"]
 Device = Literal["cpu", "gpu"]
-Strategy = Literal["horovod", "mirrored"]
+Strategy = Literal["horovod", "mirrored", "torch_ddp"]
 CrossDeviceOps = Literal["nccl", "reduce_to_one", "hierarchical_copy"]
 
 SCALINGS: tuple[str, ...] = get_args(Scaling)
@@ -45,7 +45,7 @@ def _terms(*terms: Term) -> dict[str, Term]:
 
 # ---- Horovod and distribution knobs: what a study varies at a fixed scale
 KNOB_TERMS = _terms(
-    Term("strategy", "str", "Strategy", help="horovod | mirrored"),
+    Term("strategy", "str", "Strategy", help="horovod | mirrored | torch_ddp"),
     Term(
         "cross_device_ops",
         "str",
@@ -63,6 +63,20 @@ KNOB_TERMS = _terms(
         help="Horovod hierarchical allreduce",
     ),
     Term("mixed_precision", "bool", "Mixed precision", help="Keras mixed precision"),
+    Term("bucket_cap_mb", "float", "Bucket size", "MB", "DDP gradient bucket (torch_ddp)"),
+    Term(
+        "gradient_as_bucket_view",
+        "bool",
+        "Gradient as bucket view",
+        help="DDP gradients alias the buckets (torch_ddp)",
+    ),
+    Term("static_graph", "bool", "Static graph", help="DDP static_graph (torch_ddp)"),
+    Term(
+        "fp16_compress",
+        "bool",
+        "fp16 compression",
+        help="DDP fp16_compress_hook on the gradients (torch_ddp)",
+    ),
 )
 KNOBS: tuple[str, ...] = tuple(KNOB_TERMS)
 

@@ -9,11 +9,18 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from hpcscale import launchers
 from hpcscale.frameworks import Framework, for_cell, for_strategy
 from hpcscale.frameworks.base import Cell
 from hpcscale.model import workloads
-from hpcscale.model.campaign import AXES, MAX_TIME_LIMIT_MIN, LoadedCampaign
-from hpcscale.model.command import AS_WRITTEN, COMMAND_PROGRAM, label_of, resolve_cwd
+from hpcscale.model.campaign import AXES, MAX_TIME_LIMIT_MIN, LoadedCampaign, Workload
+from hpcscale.model.command import (
+    AS_WRITTEN,
+    COMMAND_PROGRAM,
+    FRAMEWORK_STRATEGY,
+    label_of,
+    resolve_cwd,
+)
 from hpcscale.model.errors import InputError
 from hpcscale.model.registry import FRAMEWORKS
 from hpcscale.model.run import KNOB_DEFAULTS, Run
@@ -121,7 +128,7 @@ def resolve(
         raise ScalingError(
             "gpus_per_node", f"system {s.name!r} has {s.gpus_per_node} GPUs per node"
         )
-    strategy = a.get("strategy", "horovod")
+    strategy = _strategy_of(c.workload, a)
     nodes = a.get("nodes", 1)
     if isinstance(nodes, bool) or not isinstance(nodes, int) or nodes < 1:
         raise ScalingError("nodes", f"nodes must be a positive integer, got {nodes!r}")
@@ -145,13 +152,19 @@ def resolve(
             "mpi",
             f"MPI flavour {mpi!r} is not offered by system {s.name!r}; it has: {', '.join(s.mpi)}",
         )
-    launcher = s.mpi[mpi].launcher or s.launcher
+    launcher = c.launcher or s.mpi[mpi].launcher or s.launcher
+    if launchers.get(launcher).rendezvous and not fw.rendezvous:
+        raise ScalingError(
+            "strategy",
+            f"launcher {launcher} starts ranks that meet at MASTER_ADDR:MASTER_PORT: "
+            f"strategy: torch_ddp (or workload.framework: torch), not {strategy}",
+        )
     args = dict(c.workload.args)
     args.update({k.removeprefix("args."): v for k, v in a.items() if k.startswith("args.")})
     own = command_fields(lc) if own is None else own
     model = a.get("model", c.workload.model or own.get("model"))
-    if not own and (broken := workloads.args_problem(model, args, decl)):
-        raise ScalingError(ARGS_PREFIX + broken[0], broken[1])
+    if not own and (broken := fw.workload_problem(model, args, decl)):
+        raise ScalingError(*broken)
     time_limit = a.get("time_limit_min", s.time_limit_min)
     if "time_limit_min" not in a and time_limit > MAX_TIME_LIMIT_MIN:
         raise ScalingError(
@@ -181,6 +194,11 @@ def resolve(
         "epochs": a.get("epochs", c.workload.epochs),
         "timeline": c.collect.timeline,
         "mark_cycles": c.collect.mark_cycles,
+        "trace_window": (
+            c.collect.trace_window.model_dump()
+            if c.collect.timeline and fw.trace == "torch"
+            else None
+        ),
         "time_limit_min": time_limit,
         "args": args,
         "swept": tuple(swept),
@@ -194,6 +212,20 @@ def resolve(
         err = exc.errors(include_url=False)[0]
         name = str(err["loc"][0]) if err["loc"] else "matrix"
         raise ScalingError(name if name in AXES else "matrix", f"{name}: {err['msg']}") from None
+
+
+def _strategy_of(workload: Workload, a: Assignment) -> str:
+    """The cell's strategy: the axis, else a command's `framework:` (horovod by default)."""
+    if workload.command is None or workload.framework is None:
+        return str(a.get("strategy", "horovod"))
+    strategy = FRAMEWORK_STRATEGY[workload.framework]
+    if a.get("strategy", strategy) != strategy:
+        raise ScalingError(
+            "strategy",
+            f"strategy {a['strategy']} does not go with workload.framework: "
+            f"{workload.framework} (its strategy is {strategy})",
+        )
+    return strategy
 
 
 def command_fields(lc: LoadedCampaign) -> dict[str, str | None]:

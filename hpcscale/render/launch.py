@@ -20,8 +20,12 @@ def launch_argv(
     """Wrap `program` in the run's launcher. `env_names` must reach every rank."""
     if for_run(run).single_process(run):
         return program  # one process drives all devices: no MPI launcher needed
-    own = system.flavour(run.mpi).launcher_args
-    extra: list[object] = list(system.launcher_args if own is None else own)
+    flavour = system.flavour(run.mpi)
+    extra: list[object] = []  # the profile's launcher_args suit its own launcher only
+    if flavour.launcher_args is not None and (flavour.launcher or system.launcher) == run.launcher:
+        extra = list(flavour.launcher_args)
+    elif flavour.launcher_args is None and system.launcher == run.launcher:
+        extra = list(system.launcher_args)
     req = LaunchRequest(
         run,
         program,

@@ -41,6 +41,7 @@ from hpcscale.util.shell import Shell, join, quote
 from hpcscale.version import hpcscale_version
 
 Progress = Callable[[int, int], None]  # (runs done, runs in all)
+RENDEZVOUS_VARS = ("MASTER_ADDR", "MASTER_PORT")  # set by a scheduler's `rendezvous` lines
 
 
 def _template(system: System) -> jinja2.Template:
@@ -61,6 +62,11 @@ class SchedulerScript(Protocol):
     template may use. Handed in by the caller, so render never imports a backend."""
 
     def context(self, run: Run, system: System, run_dir: str, run_id: str) -> dict[str, Any]: ...
+
+    def rendezvous(self, run: Run, system: System) -> list[Shell]:
+        """Lines exporting MASTER_ADDR and MASTER_PORT: where the ranks of a framework with a
+        rendezvous (torch) meet."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -93,8 +99,11 @@ def render_run(
     env: dict[str, object] = {**system.env_for(run), **fw.env(run, dir_text)}
     # every word quoted, so a campaign value (a user's command too) is never shell
     program_text = join(fw.argv(run, system, dir_text))
+    # the script's own variables every rank needs too (mpirun passes only those it is told)
+    meet = script.rendezvous(run, system) if fw.rendezvous else []
+    passed = [*env, *RENDEZVOUS_VARS] if meet else list(env)
     # the program goes in already quoted, as one Shell word: its words are quoted once, not twice
-    launch_text = join(launch_argv(run, system, [program_text], list(env)))
+    launch_text = join(launch_argv(run, system, [program_text], passed))
     rid = rid or run.run_id
     if not SBATCH_SAFE.fullmatch(dir_text):
         raise UsageError(
@@ -113,6 +122,7 @@ def render_run(
         "launch": launch_text,
         "program": program_text,
         "needs_hostfile": needs_hostfile(run, system),
+        "rendezvous": meet,
         # the user's own shell lines, printed as given: Shell, so never quoted (and a printed
         # value is never evaluated as a template, so `{{ ... }}` in them stays text)
         "setup": [Shell(line) for line in system.setup],

@@ -87,6 +87,7 @@ def build(
         raise UsageError(f"unknown report format(s) {', '.join(unknown)}; use {', '.join(FORMATS)}")
     formats = list(dict.fromkeys(formats or DEFAULT_FORMATS))
     reports, empty, failed = [], [], []
+    kept: list[Any] = []  # the figures' reuse (reuse._Previous): saved once files are written
     for cdir in campaign_dirs:
         src = (sources or {}).get(cdir) or campaign_source(cdir)
         runs, ctx = table_and_context(load(src))
@@ -103,7 +104,7 @@ def build(
         runs = without_partial_timelines(runs, include_partial_timelines)
         ctx = replace(ctx, include_partial=include_partial_timelines)
         stale = list(ctx.stale)
-        with reusing(out_dir / "figures"):  # a figure drawn before from the same inputs
+        with reusing(out_dir / "figures") as previous:  # a figure drawn before from its inputs
             rep = campaign_report(
                 runs,
                 src.name,
@@ -121,6 +122,7 @@ def build(
             rep.notes.append(f"{len(unfinished)} run(s) not finished yet: {', '.join(unfinished)}")
         rep.notes += [f"run {rid}: {reason_line(reason)}" for rid, reason in ctx.problems]
         reports.append(rep)
+        kept.append(previous)
     if not reports:
         names = ", ".join(empty) or "none"
         raise HpcscaleError(
@@ -128,6 +130,8 @@ def build(
         )
     result = write(reports, out_dir, formats, empty)
     result.failed = failed
+    for previous in kept:  # the first report's figures directory is there now
+        previous.save()
     return result
 
 

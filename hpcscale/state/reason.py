@@ -54,6 +54,9 @@ _CANNOT_START = re.compile(r"^\S+: (?:can't open file |No module named |cannot e
 _BLOCK_DETAIL = re.compile(r"^(?:Executable|Node|Host|Hostname|File|Application|Local host):\s*\S")
 _EXCEPTION = re.compile(r"^(?:\w+\.)*\w*(?:Error|Exception|Exit|Interrupt|Fault)\b")
 _EXCEPTION_LINE = re.compile(r"^(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?::|$)")  # ends a traceback
+# a C++ exception's trail (torch's c10): where it was thrown and its stack, never the cause,
+# which the Python exception after it says (`DistStoreError: Timed out ... 1/2 clients joined`)
+_CPP_TRAIL = re.compile(r"^(?:Exception raised from \S+ at |frame #\d+: )")
 
 
 def clean_lines(text: str) -> list[str]:
@@ -97,7 +100,7 @@ def error_lines(lines: Sequence[str]) -> list[str]:
             if _EXCEPTION_LINE.match(s):  # else another rank's line cut in: read it as one
                 found.append(unglue(s))
                 continue
-        if _LAUNCHER.match(s):
+        if _LAUNCHER.match(s) or _CPP_TRAIL.match(s):
             continue
         patterns = (_PROG_ERROR, _PLAIN_ERROR, _SHELL, _HPCSCALE, _EXCEPTION, _CANNOT_START)
         if any(p.search(s) for p in patterns):

@@ -5,11 +5,17 @@ unchanged. See docs/pytorch.md.
 
 Rank 0 writes into --run-dir: metrics.json (hpcscale/formats/metrics.py), steps.json
 (hpcscale/formats/steps.py) and ddp.json (what metrics.json has no field for yet: torch's
-version, the backend, the DDP knobs, the launcher, the all-reduce check of known values).
+version, the backend, the DDP knobs, the launcher, the all-reduce check of known values, the
+trace window). With --timeline every rank writes RUN_DIR/traces/rank<r>.json, a torch.profiler
+(Kineto) trace of a bounded window: --trace-skip steps counted from the first (burn-in steps
+included) are left out, then --trace-steps are recorded (fewer when the run ends first). It is
+written as rank<r>.json.tmp and renamed, so a job killed while writing leaves a .tmp
+(hpcscale.collect.traces.torch reads both).
 
 Order (each rank): rank/world from the launcher (jobs/torch/dist.py) -> process group (gloo on
-CPU, nccl on GPUs) -> all-reduce of known values -> seed (seed + rank) -> synthetic data (a pool
-drawn from (seed, rank), cycled) -> networks (jobs/torch/nets.py) wrapped in DDP with the knobs
+CPU, nccl on GPUs) -> all-reduce of known values -> seed (seed + rank) -> data: synthetic (a pool
+drawn from (seed, rank), cycled) or an image folder (jobs/torch/data.py: the TF program's
+layout, subset, shard and decoding) -> networks (jobs/torch/nets.py) wrapped in DDP with the knobs
 -> burn-in steps, untimed -> timed epochs -> batch-norm statistics averaged over ranks ->
 optional weight check -> outputs. images/s = global_batch * steps_per_epoch / epoch time.
 
@@ -23,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import itertools
 import os
 import platform
 import random
@@ -64,6 +71,7 @@ from jobs.load import machine_id  # noqa: E402
 from jobs.load import sample as load_sample  # noqa: E402
 from jobs.provenance import git_revision, mpi_library_version  # noqa: E402
 from jobs.steps import StepLog  # noqa: E402
+from jobs.torch import data as folder_data  # noqa: E402
 from jobs.torch import dist as ddp_env  # noqa: E402
 from jobs.torch.nets import (  # noqa: E402
     BACKBONES,
@@ -78,14 +86,16 @@ STRATEGY = "torch_ddp"
 DEFAULT_LR = {"dcgan": 2e-4, "resnet50": 0.0125, "vgg16": 0.0125, "classifier": 0.001}
 DEFAULT_SYNTHETIC_SIZE = 8192
 DEFAULT_CLASSES = 10
+DATASETS = ("synthetic", "folder")
 POOL_BATCHES = 4
 EXIT_USAGE, EXIT_SYNC_MISMATCH = 2, 3
+TRACE_SKIP, TRACE_STEPS = 5, 20  # hpcscale.model.campaign.TraceWindow's defaults
+TRACE_DIR = "traces"  # under --run-dir (hpcscale.collect.traces.torch.reader.TRACE_DIR)
 ENV_PREFIXES = ("TORCH_", "NCCL_", "GLOO_", "OMPI_", "MV2_", "MASTER_", "OMP_")
 # flags of jobs/train.py that mean nothing to DDP (Horovod's, MirroredStrategy's): refused
 NOT_DDP = {
     "fp16_allreduce": "Horovod's; DDP's counterpart is --fp16-compress",
-    "timeline": "the Horovod timeline; DDP traces are not wired yet",
-    "mark_cycles": "the Horovod timeline; DDP traces are not wired yet",
+    "mark_cycles": "Horovod's timeline cycles; a profiler trace has none",
     "cross_device_ops": "MirroredStrategy's",
     "devices": "MirroredStrategy's",
     "mixed_precision": "not in the torch programs yet",
@@ -103,11 +113,22 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--strategy", default=STRATEGY, choices=[STRATEGY], help="torch_ddp only")
     for dest in NOT_DDP:  # accepted by the parser so the message can say why they are refused
         JOB_FLAGS[dest].add_to(p, help=argparse.SUPPRESS)
+    JOB_FLAGS["timeline"].add_to(
+        p, help="torch.profiler trace of a window of steps per rank -> RUN_DIR/traces/rank<r>.json"
+    )
     a = p.add_argument
+    a("--trace-skip", type=non_negative, default=TRACE_SKIP, help="--timeline: steps before "
+      f"the window, burn-in included; default {TRACE_SKIP}")  # fmt: skip
+    a("--trace-steps", type=positive, default=TRACE_STEPS, help="--timeline: steps recorded; "
+      f"default {TRACE_STEPS}")  # fmt: skip
     a("--image-size", type=positive, default=64, help="square images, px; default 64")
-    a("--num-classes", type=positive, help=f"CNN classes; default {DEFAULT_CLASSES}")
-    a("--dataset", default="synthetic", choices=["synthetic"], help="synthetic only so far")
-    a("--dataset-size", type=positive, help="images per epoch, all ranks; default 8192")
+    a("--num-classes", type=positive, help=f"CNN classes; default {DEFAULT_CLASSES}, "
+      "--data-dir: its sub-folders")  # fmt: skip
+    a("--data-dir", type=Path, help="one sub-folder of images per class (the folder data)")
+    a("--dataset", choices=DATASETS, help="synthetic (default) or folder (default with "
+      "--data-dir)")  # fmt: skip
+    a("--dataset-size", type=positive, help="images per epoch, all ranks; default 8192 "
+      "(--data-dir: a seeded subset)")  # fmt: skip
     a("--steps-per-epoch", type=positive, help="default dataset size // global batch")
     a("--burn-in-steps", type=non_negative, default=1, help="untimed steps first; default 1")
     a("--width", type=positive, default=64, help="GAN base width; default 64")
@@ -165,12 +186,15 @@ def synthetic(args: argparse.Namespace, rank: int, global_batch: int) -> tuple[A
 
 
 def cycle(pool: list[Any], device: torch.device) -> Iterator[Any]:
-    while True:
-        for batch in pool:
-            if isinstance(batch, tuple):
-                yield tuple(t.to(device, non_blocking=True) for t in batch)
-            else:
-                yield batch.to(device, non_blocking=True)
+    return to_device(itertools.cycle(pool), device)
+
+
+def to_device(batches: Iterator[Any], device: torch.device) -> Iterator[Any]:
+    for batch in batches:
+        if isinstance(batch, tuple):
+            yield tuple(t.to(device, non_blocking=True) for t in batch)
+        else:
+            yield batch.to(device, non_blocking=True)
 
 
 def wrap(net: nn.Module, args: argparse.Namespace, device: torch.device) -> DDP:
@@ -288,6 +312,56 @@ def gather(obj: Any) -> list[Any]:
     return out
 
 
+class Tracer:
+    """--timeline: torch.profiler over a bounded window of steps, stepped as each training
+    step begins (burn-in included), each rank's trace written to RUN_DIR/traces/rank<r>.json by
+    way of a .tmp. A ProfilerStep runs from one step's start to the next's, so what the harness
+    does between steps (the load sample after the burn-in) falls in the step before, and the run's
+    last step is closed as it ends (the epoch's loss average is not traced). Without --timeline
+    every call is a no-op. record_shapes gives the collectives' sizes (bytes per step); the window
+    keeps a long run's traces small."""
+
+    def __init__(self, args: argparse.Namespace, device: torch.device, rank: int) -> None:
+        self.path = Path(args.run_dir) / TRACE_DIR / f"rank{rank}.json"
+        self.prof: Any = None
+        self.started = False
+        if not args.timeline:
+            return
+        from torch.profiler import ProfilerActivity, profile, schedule
+
+        activities = [ProfilerActivity.CPU]
+        if device.type == "cuda":
+            activities.append(ProfilerActivity.CUDA)
+        warmup = 1 if args.trace_skip else 0  # the last skipped step warms the profiler up
+        self.prof = profile(
+            activities=activities,
+            schedule=schedule(
+                wait=args.trace_skip - warmup, warmup=warmup, active=args.trace_steps, repeat=1
+            ),
+            record_shapes=True,
+            on_trace_ready=self._write,
+        )
+        self.prof.start()
+
+    def _write(self, prof: Any) -> None:
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        tmp.parent.mkdir(parents=True, exist_ok=True)
+        prof.export_chrome_trace(str(tmp))
+        os.replace(tmp, self.path)
+
+    def begin(self) -> None:
+        """A step begins: the one before it ends (the first step starts the profiler's count)."""
+        if self.prof is not None and self.started:
+            self.prof.step()
+        self.started = True
+
+    def stop(self) -> None:
+        """Ends the profiler; a window still open (the run had fewer steps) is written now."""
+        if self.prof is not None:
+            prof, self.prof = self.prof, None
+            prof.stop()
+
+
 def check_args(args: argparse.Namespace) -> None:
     for dest, why in NOT_DDP.items():
         if getattr(args, dest) not in (None, False):
@@ -298,18 +372,69 @@ def check_args(args: argparse.Namespace) -> None:
             usage_error(f"--image-size {args.image_size}: the GAN needs a multiple of {2**n}")
     elif args.image_size < 32:
         usage_error(f"--image-size {args.image_size}: {args.model} needs at least 32 px")
+    if args.dataset == "folder" and args.data_dir is None:
+        usage_error("--dataset folder: a dataset on disk needs --data-dir")
+    if args.dataset == "synthetic" and args.data_dir is not None:
+        usage_error(f"--data-dir {args.data_dir}: --dataset synthetic reads no --data-dir")
+
+
+def data_format(args: argparse.Namespace) -> str:
+    """--dataset, by default synthetic without --data-dir and folder with it (as TF's)."""
+    return args.dataset or ("folder" if args.data_dir is not None else "synthetic")
+
+
+def list_data(args: argparse.Namespace, world: int) -> Optional[folder_data.Folder]:
+    """The image folder's listing (None: synthetic), checked before the rendezvous so a bad
+    folder fails at once on every rank; the classifier's classes are its sub-folders."""
+    if data_format(args) != "folder":
+        if args.model in CNN_MODELS and args.num_classes is None:
+            args.num_classes = DEFAULT_CLASSES
+        return None
+    try:
+        found = folder_data.list_folder(
+            args.data_dir, args.batch_per_rank * world, args.dataset_size, args.seed
+        )
+    except folder_data.DataUsageError as exc:
+        usage_error(str(exc))
+    if args.model in CNN_MODELS:
+        n = len(found.classes)
+        if args.num_classes not in (None, n):
+            usage_error(
+                f"--num-classes {args.num_classes} but --data-dir {args.data_dir} has {n} "
+                f"classes (sub-folders); leave --num-classes out to use the data's"
+            )
+        args.num_classes = n
+    return found
+
+
+def folder_batches(
+    args: argparse.Namespace, found: folder_data.Folder, rank: int, world: int
+) -> tuple[folder_data.Prefetched, int, int, float]:
+    """(batches, dataset size, steps per epoch, input_images_per_s): this rank's shard,
+    decoded a few batches ahead; the decoding rate measured alone first, as the TF harness."""
+    mine = found.shard(rank, world)
+    size = len(found.train)
+    steps = args.steps_per_epoch or max(1, size // (args.batch_per_rank * world))
+    labelled = args.model in CNN_MODELS
+
+    def stream() -> Iterator[Any]:
+        return folder_data.batches(
+            mine, args.image_size, args.batch_per_rank, args.seed, rank, labelled
+        )
+
+    rate = folder_data.images_per_s(stream(), args.batch_per_rank) * world
+    return folder_data.Prefetched(stream()), size, steps, rate
 
 
 def main(argv: Optional[list[str]] = None) -> int:
     started = time.time()
     args = parser().parse_args(argv)
     check_args(args)
-    if args.model in CNN_MODELS and args.num_classes is None:
-        args.num_classes = DEFAULT_CLASSES
     try:
         denv = ddp_env.from_environ()
     except ddp_env.DistUsageError as exc:
         usage_error(str(exc))
+    found = list_data(args, denv.world_size)
     if args.device == "gpu" and not torch.cuda.is_available():
         usage_error("--device gpu: torch sees no CUDA device here")
     device = torch.device(f"cuda:{denv.local_rank}" if args.device == "gpu" else "cpu")
@@ -323,7 +448,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     except ddp_env.DistUsageError as exc:
         usage_error(str(exc))
     try:
-        return train(args, denv, device, backend, started, store)
+        return train(args, denv, device, backend, started, store, found)
+    except folder_data.DataUsageError as exc:  # an image that does not decode
+        usage_error(str(exc))
     finally:
         dist.destroy_process_group()
 
@@ -335,18 +462,25 @@ def train(
     backend: str,
     started: float,
     store: Any,
+    found: Optional[folder_data.Folder] = None,
 ) -> int:
     rank, world = dist.get_rank(), dist.get_world_size()
     check = ddp_env.allreduce_check(device)
     global_batch = args.batch_per_rank * world
     seed_all(args.seed + rank)
-    pool, dataset_size, steps = synthetic(args, rank, global_batch)
-    batches = cycle(pool, device)
+    input_rate: Optional[float] = None
+    if found is None:
+        pool, dataset_size, steps = synthetic(args, rank, global_batch)
+        batches, shard_images, data_name = cycle(pool, device), None, "synthetic"
+    else:
+        loader, dataset_size, steps, input_rate = folder_batches(args, found, rank, world)
+        batches, shard_images = to_device(loader, device), len(found.shard(rank, world))
+        data_name = str(found.root)  # as the TF program's metrics.json `data`
     workload = "gan" if args.model in GAN_MODELS else "cnn"
     log0 = print if rank == 0 else (lambda *a, **k: None)
     log0(
         f"[hpcscale] model={args.model} strategy={STRATEGY} ranks={world} replicas={world} "
-        f"global_batch={global_batch} steps_per_epoch={steps} data=synthetic "
+        f"global_batch={global_batch} steps_per_epoch={steps} data={data_name} "
         f"backend={backend} launcher={denv.launcher}",
         flush=True,
     )
@@ -382,8 +516,10 @@ def train(
     for net in nets.values():
         net.train()
     log = StepLog()
+    tracer = Tracer(args, device, rank)
     t0 = time.monotonic()
     for _ in range(args.burn_in_steps):
+        tracer.begin()
         s = time.monotonic_ns()
         run_step()
         log.burn_in(s, time.monotonic_ns())
@@ -396,11 +532,14 @@ def train(
         sums: dict[str, float] = defaultdict(float)
         e0, c0 = time.monotonic_ns(), time.process_time()
         for i in range(steps):
+            tracer.begin()
             s = time.monotonic_ns()
             values = run_step()
             log.add(epoch, i, s, time.monotonic_ns())
             for k, v in values.items():
                 sums[k] += v
+        if epoch == args.epochs - 1:
+            tracer.stop()  # the last step ends the trace: nothing after it is traced
         epoch_times.append((time.monotonic_ns() - e0) / 1e9)
         epoch_cpu.append(time.process_time() - c0)
         means = average_across({k: v / steps for k, v in sums.items()}, device)
@@ -414,13 +553,16 @@ def train(
             flush=True,
         )
 
+    if found is not None:
+        loader.close()
     sync_bn_stats(nets)
     digests = gather(digest(nets, opts))
     sync = {"identical": len(set(digests)) == 1, "digests": digests}
     hostnames = gather(socket.gethostname())
     machines = gather(machine_id())
     load_end = load_sample(gather, rank)
-    ranks_seen = gather({"rank": rank, "local_rank": denv.local_rank, "launcher": denv.launcher})
+    ranks_seen = gather({"rank": rank, "local_rank": denv.local_rank, "launcher": denv.launcher,
+                         "shard_images": shard_images})  # fmt: skip
     if rank == 0:
         durations = sorted(log.durations_ms())
         accuracy = history.pop("accuracy", None)
@@ -437,15 +579,15 @@ def train(
             "epochs": args.epochs,
             "steps_per_epoch": steps,
             "dataset_size": dataset_size,
-            "data": "synthetic",
-            "input_images_per_s": None,
+            "data": data_name,
+            "input_images_per_s": input_rate,
             "image_size": args.image_size,
             "num_classes": args.num_classes if workload == "cnn" else None,
             "device": args.device,
             "threads": args.threads,
             "fp16_allreduce": args.fp16_compress,  # gradients in float16 on the wire
             "mixed_precision": None,
-            "timeline": False,
+            "timeline": bool(args.timeline),  # a profiler trace (ddp.json: its window)
             "lr": base_lr,
             "lr_scaled": lr_scaled,
             "lr_scaling": args.lr_scaling,
@@ -484,6 +626,9 @@ def train(
             "allreduce_check": check,
             "ranks": ranks_seen,
             "sync_check": sync,
+            "trace_window": (
+                {"skip": args.trace_skip, "steps": args.trace_steps} if args.timeline else None
+            ),
         }
         write_outputs(Path(args.run_dir), record, log, ddp)
     if args.check_sync and not sync["identical"]:
@@ -496,9 +641,8 @@ def train(
 
 
 def metrics_strategy() -> str:
-    """metrics.json's `strategy` field: torch_ddp once hpcscale's vocabulary has it. Until
-    then the schema accepts only horovod and mirrored, and the one-process-per-rank value is
-    written; ddp.json says what really ran (the wiring of the torch_ddp strategy is next)."""
+    """metrics.json's `strategy` field: torch_ddp (an hpcscale older than that strategy gets
+    the one-process-per-rank value it knows; ddp.json says what really ran)."""
     return STRATEGY if STRATEGY in STRATEGIES else "horovod"
 
 

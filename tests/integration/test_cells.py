@@ -94,7 +94,9 @@ def test_cell_keys_are_every_run_field_but_the_repeat() -> None:
     from hpcscale.model.run import KNOB_DEFAULTS, Run
 
     derived = {"ranks", "gpus", "replicas"}
-    bookkeeping = {"repeat", "args", "swept"}
+    # trace_window: the profiler's window ({skip, steps}), set only on traced torch runs and
+    # kept in run.json; a campaign has one, so it never tells its cells apart
+    bookkeeping = {"repeat", "args", "swept", "trace_window"}
     # a run's knobs are cell keys one by one, as the flat columns they are recorded in
     fields = (set(Run.model_fields) - {"knobs"}) | set(KNOB_DEFAULTS) | derived
     assert set(CELL_FIELDS) == fields - bookkeeping - {"replicas"}

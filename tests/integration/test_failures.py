@@ -157,6 +157,27 @@ the job to be terminated. The first process to do so was:
 """
 
 
+# torch's C++ exceptions print where they were thrown and their frames (here before the Python
+# exception, as another rank's copy lands first in the merged output); the cause is the
+# Python exception's line (issue 31: a rank that cannot reach the rendezvous store)
+TORCH_STORE_TIMEOUT = """\
+Exception raised from throwTimeoutError at /pytorch/torch/csrc/distributed/c10d/socket.cpp:1030 (most recent call first):
+frame #0: c10::Error::Error(c10::SourceLocation, std::string) + 0x98 (0x7f1 in /v/libc10.so)
+frame #1: <unknown function> + 0x5c1e8a1 (0x7f2 in /v/libtorch_cpu.so)
+Traceback (most recent call last):
+  File "/w/ddp_allreduce.py", line 24, in main
+    dist.init_process_group("gloo", init_method="env://")
+torch.distributed.DistStoreError: Timed out after 31 seconds waiting for clients. 1/2 clients joined.
+--------------------------------------------------------------------------
+mpirun detected that one or more processes exited with non-zero status, thus causing
+the job to be terminated. The first process to do so was:
+
+  Process name: [[20646,1],1]
+  Exit code:    1
+--------------------------------------------------------------------------
+"""  # noqa: E501
+
+
 @pytest.mark.parametrize(
     ("text", "reason"),
     [
@@ -187,12 +208,17 @@ the job to be terminated. The first process to do so was:
         (GLUED, "train.py: error: --data-dir /d/celeba: no .png files directly in it"),
         (GLUED_EXCEPTIONS, "ValueError: rank 0 cannot read shard 3"),
         (QUOTED, QUOTED.strip()),
+        (
+            TORCH_STORE_TIMEOUT,
+            "torch.distributed.DistStoreError: Timed out after 31 seconds waiting for clients. "
+            "1/2 clients joined.",
+        ),
         ("[hpcscale] epoch 1/2 time_s=3.1\n", None),
         ("", None),
     ],
     ids=["argparse", "traceback", "mpi-first-cause", "mpi-abort", "time-limit", "oom", "set-u",
          "mpirun-cannot-start", "cannot-open", "glued-ranks", "glued-exceptions", "quoted-error",
-         "no-error", "empty"],
+         "torch-store-timeout", "no-error", "empty"],
 )  # fmt: skip
 def test_reason_is_the_line_that_says_why(text: str, reason: str | None) -> None:
     assert reason_from_output(text) == reason

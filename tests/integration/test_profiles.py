@@ -76,7 +76,8 @@ def test_unknown_launcher_is_located(tmp_path: Path) -> None:
 def test_launcher_registry_is_the_one_place() -> None:
     """Every shipped profile's launchers are registered; each says whether it reads a
     hostfile, independently of the scheduler."""
-    assert set(REGISTRY) == {"srun", "mpirun", "mpirun_rsh", "mpiexec", "horovodrun"}
+    assert set(REGISTRY) == {"srun", "mpirun", "mpirun_rsh", "mpiexec", "horovodrun", "torchrun"}
+    assert not get("torchrun").needs_hostfile(allocated=True)  # srun places its one per node
     assert all(isinstance(v, Launcher) and v.name == k for k, v in REGISTRY.items())
     assert not get("srun").needs_hostfile(allocated=True)
     assert get("mpirun").needs_hostfile(allocated=True)

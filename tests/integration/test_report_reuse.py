@@ -439,3 +439,113 @@ def test_a_figure_file_cut_short_is_drawn_again(tmp_path: Path, built: list[Figu
     toy_write(out, [1.0, 2.0], [2.0, 1.0])
     assert len(built) == 1
     assert pngs(out) == whole
+
+
+def _in_a_process(code: str, *args: str, cwd: Path | None = None) -> list[str]:
+    """The lines a fresh Python process prints running `code` (as `hpcscale report` runs)."""
+    repo = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": str(repo)}
+    return subprocess.run(
+        [sys.executable, "-c", code, *args],
+        cwd=cwd or repo,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.splitlines()
+
+
+def test_a_report_whose_figures_are_all_reused_imports_no_matplotlib(tmp_path: Path) -> None:
+    """#28: a report of unchanged data, in a process of its own, imports no matplotlib at all:
+    the drawing environment a fresh import gives is kept beside the figures by the first report
+    (written once its figures are), and a figure function that drew nothing is not called
+    again."""
+    out = tmp_path / "report"
+    (tmp_path / "campaigns" / "seed000").mkdir(parents=True)
+    code = (
+        "import sys; from pathlib import Path;"
+        "from tests.unit.analysis.test_analysis import seed000_frame;"
+        "from hpcscale.report.build import build; from hpcscale.report.data import CampaignSource;"
+        "c = Path(sys.argv[2]); build([c], Path(sys.argv[1]), ['md', 'html'], "
+        "sources={c: CampaignSource('seed000', c)}, load=lambda src: seed000_frame());"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'matplotlib'))"
+    )
+    args = (str(out), str(tmp_path / "campaigns" / "seed000"))
+    assert _in_a_process(code, *args)[-1] != "[]"  # the first report draws every figure
+    before = pngs(out)
+    md = (out / "index.md").read_text()
+    assert _in_a_process(code, *args)[-1] == "[]"
+    assert pngs(out) == before
+    stamp = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d \S+")
+    assert stamp.sub("", (out / "index.md").read_text()) == stamp.sub("", md)
+
+
+ENVIRONMENT = (
+    "import sys; from pathlib import Path; from hpcscale.report.figures import reuse;"
+    "p = reuse._Previous(Path(sys.argv[1])); print(repr(p.environment(150))); p.save();"
+    "print('matplotlib' in sys.modules)"
+)
+LIVE = "from hpcscale.report.figures import reuse; print(repr(reuse.drawing_environment(150)))"
+
+
+def test_the_environment_kept_is_the_one_a_fresh_import_gives(tmp_path: Path) -> None:
+    """What a fresh process reads from the figures directory instead of importing matplotlib is
+    what importing it gives; a matplotlibrc where matplotlib looks (here: the working
+    directory) makes another environment, read anew."""
+    figures = tmp_path / "figures"
+    figures.mkdir()
+    runs = [_in_a_process(ENVIRONMENT, str(figures), cwd=tmp_path) for _ in range(3)]
+    assert runs[0][-1] == "True"  # the first imports it (and keeps what it gives)
+    assert runs[-1][-1] == "False"  # a later one reads it
+    live = _in_a_process(LIVE, cwd=tmp_path)[-1]
+    assert {r[0] for r in runs} == {repr(eval(live).decode())}
+    assert (figures / reuse.ENVIRONMENT_FILE).is_file()
+    (tmp_path / "matplotlibrc").write_text("font.size: 13\n")
+    again = [_in_a_process(ENVIRONMENT, str(figures), cwd=tmp_path) for _ in range(2)]
+    assert again[0][-1] == "True" and again[-1][-1] == "False"
+    live_rc = _in_a_process(LIVE, cwd=tmp_path)[-1]
+    assert {r[0] for r in again} == {repr(eval(live_rc).decode())}
+    assert again[0][0] != runs[0][0] and "('font.size', '13.0')" in eval(again[0][0])
+
+
+DREW: list[list[float]] = []
+
+
+@styled
+def at_least_two(values: list[float]) -> Figure | None:
+    """Nothing to draw from fewer than two values (decided before any matplotlib)."""
+    DREW.append(list(values))
+    if len(values) < 2:
+        return None
+    fig = new_figure(2.0, 3.0)
+    axes_grid(fig)[0].plot(values)
+    return fig
+
+
+def test_a_figure_function_that_drew_nothing_is_not_called_again_for_the_same_inputs(
+    tmp_path: Path,
+) -> None:
+    """The same function of the same inputs returns None again without being called; other
+    inputs call it."""
+    out = tmp_path / "report"
+
+    def report(values: list[float]) -> tuple[list[str], str]:
+        with reusing(out / "figures"):
+            plots = [
+                *plot_if("one", "One", toy([1.0, 2.0], "first")),
+                *plot_if("few", "Few", at_least_two(values)),
+            ]
+        frame = pd.DataFrame({"x": [1]})
+        rep = CampaignReport("toy", "", [Section("toy", "Toy", ["t"], plots=plots)], frame, frame)
+        write([rep], out, ["md"], stamp="now")
+        return [p.key for p in plots], (out / "index.md").read_text()
+
+    report([1.0])  # no figures directory yet to keep it in
+    first = report([1.0])
+    del DREW[:]
+    assert report([1.0]) == first == (["one"], first[1])
+    assert DREW == []
+    assert report([2.0]) == first
+    assert DREW == [[2.0]]
+    keys, _ = report([1.0, 3.0])
+    assert keys == ["one", "few"] and DREW == [[2.0], [1.0, 3.0]]

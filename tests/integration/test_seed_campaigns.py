@@ -21,8 +21,8 @@ from tests.conftest import CAMPAIGNS, hpcscale
 
 Row = tuple[Any, ...]
 
-# Campaigns that reproduce no seed (the demo's).
-NOT_SEEDS = {"quickstart", "quickstart_slurm", "own_program"}  # own_program: a command
+# Campaigns that reproduce no seed (the demos'; own_program: a command).
+NOT_SEEDS = {"quickstart", "quickstart_slurm", "own_program", "torch_vs_horovod"}
 
 # --------------------------------------------------------------------------------------------
 # The seeds' numbers. Each block cites the seed and the table or figure it copies.

@@ -79,3 +79,40 @@ def hostlist(run: Run) -> Shell:
         f"{quote(run.tasks_per_node)} "
         "'{for (i = 0; i < n; i++) print}' > \"$HPCSCALE_HOSTFILE\""
     )
+
+
+# MASTER_PORT = PORT_BASE + (the job's own id) % PORT_SPAN: every array task has its own
+# SLURM_JOB_ID, so runs of one array, and any jobs fewer than PORT_SPAN ids apart, never share
+# a port on a node (29500, torch's default, is the usual "Address already in use"). The range
+# lies below Linux's ephemeral ports (32768-60999), which outgoing connections take.
+PORT_BASE = 20000
+PORT_SPAN = 10000
+
+
+def master_port(job_id: int) -> int:
+    """The rendezvous port of a job: what the `rendezvous` lines compute in the script."""
+    return PORT_BASE + job_id % PORT_SPAN
+
+
+def rendezvous(run: Run, system: System) -> list[Shell]:
+    """MASTER_ADDR: the allocation's first host as SLURM knows its address (its NodeAddr; a
+    node name need not resolve); a job whose first host has none stops at once saying so, never
+    a fallback to localhost that leaves the other nodes' ranks waiting. MASTER_PORT from the
+    job id (master_port)."""
+    return [
+        Shell("# where the ranks meet (torch): the first host's NodeAddr, a port from the job id"),
+        # awk reads to the end: `head` would close the pipe early, and under pipefail the
+        # writer's SIGPIPE would end the job
+        Shell('HPCSCALE_HEAD="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | awk \'NR == 1\')"'),
+        Shell(
+            'MASTER_ADDR="$( (scontrol show node "$HPCSCALE_HEAD" 2>/dev/null || true) '
+            "| tr ' ' '\\n' | awk -F= '$1 == \"NodeAddr\" && !n++ {print $2}')\""
+        ),
+        Shell(
+            'if [ -z "$MASTER_ADDR" ]; then echo "hpcscale: no address for $HPCSCALE_HEAD, the '
+            'first host of job $SLURM_JOB_ID (scontrol show node): its ranks cannot meet" >&2; '
+            "exit 2; fi"
+        ),
+        Shell(f"MASTER_PORT=$(( {PORT_BASE} + SLURM_JOB_ID % {PORT_SPAN} ))"),
+        Shell("export MASTER_ADDR MASTER_PORT"),
+    ]

@@ -6,9 +6,10 @@ SLURM runs the jobs after `submit` has returned, so the count is taken where hpc
 end: every refresh of the campaign (`status`, `collect`, `report`, `submit` itself). `submit`
 leaves the limit and the time it submitted in the campaign directory; only failures of runs
 submitted since count, so runs that failed before a fix never stop the resumed ones. Only tasks
-SLURM still holds PENDING are cancelled (`scancel --state=PENDING`: never a running one, never
-another campaign's job); they are recorded CANCELLED with the reason, and the next `submit`
-submits them again (repeats.resumable).
+SLURM still holds PENDING are cancelled (held first with `scontrol hold`, which spares one that
+has started, then cancelled: never a running one, never another campaign's job); they are
+recorded CANCELLED with the reason, and the next `submit` submits them again
+(repeats.resumable).
 """
 
 from __future__ import annotations
@@ -98,13 +99,22 @@ def stop_after_same_failures(ledger: Ledger, cdir: Path) -> Refreshed:
     pending = _pending(set(waiting))
     if not pending:
         return out
-    res = query.run(["scancel", "--state=PENDING", *sorted(pending)])
+    # Held first: a task may start between squeue and scancel, and `scancel --state=PENDING`
+    # on an array task id does not spare one that did (it was recorded CANCELLED while it ran
+    # on). `scontrol hold` leaves a started task alone; what is still PENDING after it is held
+    # and cannot start, so exactly those are cancelled.
+    query.run(["scontrol", "hold", ",".join(sorted(pending))])  # started ones refuse: fine
+    held = _pending(pending)
+    if not held:
+        if held is None:  # squeue unanswered: let them run as before
+            query.run(["scontrol", "release", ",".join(sorted(pending))])
+        return out
+    res = query.run(["scancel", *sorted(held)])
     if not res.ok:
+        query.run(["scontrol", "release", ",".join(sorted(held))])
         out.warnings.append(f"scancel of the not yet started runs failed: {res.error}")
         return out
-    after, res = query.squeue()  # a task that started meanwhile was not cancelled: it runs on
-    live = {j.job_id for j in after if not j.state.terminal} if res.ok else set()
-    cancelled = sorted(pending - live)
+    cancelled = sorted(held)
     said = f"{STOPPED} {limit} runs failed with: {stop}"
     ledger.apply(
         [

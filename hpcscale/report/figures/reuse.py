@@ -11,7 +11,10 @@ is another figure) and VERSION. A PNG this module helped write carries that dige
 the figure returned with (`fold.with_note`) in a text chunk; when a previous PNG holds the
 digest, the call returns a `ReusedFigure` with its bytes instead of drawing: the same function
 of the same inputs in the same environment draws the same figure. A call whose function
-returned None never wrote a PNG, so it is called again and returns None again.
+returned None wrote no PNG: its digest is kept in NOTHING_FILE, and the same call returns None
+again without being called. The environment a fresh import of matplotlib gives is kept in
+ENVIRONMENT_FILE under the stats of the files that make it: a report whose figures are all
+reused imports no matplotlib at all (#28).
 
 The digest describes the figure only as the function returned it. A Figure changed afterwards
 (a label relabelled, a note added: its content digest, `digest`, is taken on return and again
@@ -26,16 +29,21 @@ import contextlib
 import contextvars
 import functools
 import hashlib
+import importlib.util
 import io
 import json
+import os
 import pickle
 import struct
+import sys
 import weakref
 import zlib
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from hpcscale.formats.atomic import atomic_write
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -52,6 +60,9 @@ ALLOWED = frozenset(
      "hpcscale", "zoneinfo", "decimal", "_codecs", "enum", "dateutil", "pytz"}
 )  # fmt: skip
 PACKAGE = Path(__file__).resolve().parents[2]  # hpcscale/
+ENVIRONMENT_FILE = ".drawing-environment.json"  # in the figures directory: `_Previous.environment`
+NOTHING_FILE = ".nothing-drawn.json"  # in the figures directory: `_Previous.drew_nothing`
+NOTHING_KEPT = 1000  # digests of calls that drew nothing kept there, the latest first
 
 
 class _Hash(io.RawIOBase):
@@ -148,9 +159,14 @@ class Inputs:
 
 
 def inputs_of(
-    fn: Callable[..., Any], args: tuple, kwargs: Mapping[str, Any], dpi: int
+    fn: Callable[..., Any],
+    args: tuple,
+    kwargs: Mapping[str, Any],
+    dpi: int,
+    environment: str | None = None,
 ) -> Inputs | None:
-    """The call's `Inputs`, or None when an argument is not digested (see the module)."""
+    """The call's `Inputs`, or None when an argument is not digested (see the module);
+    `environment`: `drawing_environment(dpi)` as text when the caller knows it."""
     buf = io.BytesIO()
     try:
         _InputPickler(buf, protocol=5).dump((args, dict(kwargs)))
@@ -159,7 +175,9 @@ def inputs_of(
     blob = buf.getvalue()
     h = hashlib.blake2b(digest_size=20)
     name = f"{fn.__module__}.{fn.__qualname__}"
-    for part in (VERSION, name, source_digest(), drawing_environment(dpi).decode(), "\0"):
+    if environment is None:
+        environment = drawing_environment(dpi).decode()
+    for part in (VERSION, name, source_digest(), environment, "\0"):
         h.update(part.encode() + b"\0")
     h.update(blob)
     return Inputs(h.hexdigest(), blob)
@@ -222,12 +240,150 @@ def inputs_chunk(png: bytes) -> tuple[str, str] | None:
     return (d, note) if isinstance(d, str) and isinstance(note, str) else None
 
 
+def _stat(path: str | os.PathLike[str]) -> list[int] | None:
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    return [st.st_size, st.st_mtime_ns, st.st_ino, st.st_mode]
+
+
+def fresh_import_key() -> str | None:
+    """What a fresh `import matplotlib` reads to make its rcParams and default font, as file
+    stats (None: a font list it would build anew, or no matplotlib): the package's own files
+    and defaults (mpl-data/matplotlibrc), every place a matplotlibrc is looked for (the working
+    directory, $MATPLOTLIBRC, the config directories) and the font list cache it loads
+    (fontlist-v*.json in the cache directories, which must be writable: else matplotlib builds
+    one in a temporary directory)."""
+    spec = importlib.util.find_spec("matplotlib")
+    if spec is None or spec.origin is None:
+        return None
+    pkg = os.path.dirname(spec.origin)
+    env = {k: os.environ.get(k) for k in
+           ("MATPLOTLIBRC", "MPLCONFIGDIR", "XDG_CONFIG_HOME", "XDG_CACHE_HOME", "HOME",
+            "LOCALAPPDATA", "MATPLOTLIBDATA")}  # fmt: skip
+    home = os.path.expanduser("~")
+    rc = ["matplotlibrc", os.path.join(pkg, "mpl-data", "matplotlibrc")]
+    configs = [os.path.join(home, ".config", "matplotlib"), os.path.join(home, ".matplotlib")]
+    caches = [os.path.join(home, ".cache", "matplotlib"), os.path.join(home, ".matplotlib")]
+    if env["MATPLOTLIBRC"]:
+        rc += [env["MATPLOTLIBRC"], os.path.join(env["MATPLOTLIBRC"], "matplotlibrc")]
+    for var, under in (("MPLCONFIGDIR", ""), ("LOCALAPPDATA", "matplotlib")):
+        if env[var]:
+            configs.append(os.path.join(env[var], under))
+            caches.append(os.path.join(env[var], under))
+    if env["XDG_CONFIG_HOME"]:
+        configs.append(os.path.join(env["XDG_CONFIG_HOME"], "matplotlib"))
+    if env["XDG_CACHE_HOME"]:
+        caches.append(os.path.join(env["XDG_CACHE_HOME"], "matplotlib"))
+    rc += [os.path.join(d, "matplotlibrc") for d in configs]
+    fonts = []
+    for d in caches:
+        try:
+            names = sorted(n for n in os.listdir(d) if n.startswith("fontlist-v"))
+        except OSError:
+            continue
+        if names and not os.access(d, os.W_OK):
+            return None
+        fonts += [[os.path.join(d, n), _stat(os.path.join(d, n))] for n in names]
+    if not fonts:
+        return None
+    files = ("__init__.py", "_version.py", "rcsetup.py", "font_manager.py")
+    key = [
+        VERSION, sys.version, sys.platform, os.getcwd(), env, pkg,
+        [[f, _stat(os.path.join(pkg, f))] for f in files],
+        [[f, _stat(f)] for f in rc],
+        fonts,
+    ]  # fmt: skip
+    return hashlib.blake2b(json.dumps(key).encode(), digest_size=20).hexdigest()
+
+
 class _Previous:
-    """The PNGs of a report's figures directory by their inputs digest (read on first use)."""
+    """The PNGs of a report's figures directory by their inputs digest (read on first use), and
+    the drawing environment a fresh import of matplotlib gives (`environment`)."""
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory
         self._by_digest: dict[str, tuple[bytes, str]] | None = None
+        self._environments: dict[int, str] = {}  # dpi -> a fresh import's, from the file
+        self._environment_file: dict[str, Any] | None = None  # to write (`save`)
+        self._nothing_before: list[str] | None = None  # NOTHING_FILE's digests (read on use)
+        self.nothing_now: dict[str, None] = {}  # digests of calls that drew nothing this time
+
+    def drew_nothing(self, key: str) -> bool:
+        """Whether a call with this inputs digest returned None before (NOTHING_FILE): the same
+        function of the same inputs in the same environment returns None again, so it is not
+        called (a figure function that draws nothing decides so before any matplotlib)."""
+        if self._nothing_before is None:
+            self._nothing_before = self._nothing_file()
+        return key in self._nothing_before
+
+    def _nothing_file(self) -> list[str]:
+        try:
+            got = json.loads((self.directory / NOTHING_FILE).read_text("utf-8"))
+        except (OSError, ValueError):
+            return []
+        return got if isinstance(got, list) and all(isinstance(d, str) for d in got) else []
+
+    def save_nothing(self) -> None:
+        """NOTHING_FILE: this build's calls that drew nothing, then those it held (another
+        campaign's, in a report of several), NOTHING_KEPT at most; unchanged: not written."""
+        before = self._nothing_file()  # now: another campaign's build may have written it
+        new = [d for d in self.nothing_now if d not in before]
+        if new and self.directory.is_dir():
+            kept = [*new, *before][:NOTHING_KEPT]
+            with contextlib.suppress(OSError):
+                atomic_write(self.directory / NOTHING_FILE, json.dumps(kept))
+
+    def environment(self, dpi: int) -> str:
+        """`drawing_environment(dpi)` as text. While matplotlib is not imported in this process
+        it is the one a fresh import gives, kept in ENVIRONMENT_FILE under the stats that make
+        it (`fresh_import_key`): a report whose figures are all reused imports no matplotlib
+        (#28). Once it is imported (a figure drawn, or a caller's own rcParams), it is read."""
+        if "matplotlib" in sys.modules:
+            return drawing_environment(dpi).decode()
+        if dpi in self._environments:
+            return self._environments[dpi]
+        key = fresh_import_key()
+        path = self.directory / ENVIRONMENT_FILE
+        stored: dict[str, Any] = {}
+        if key is not None:
+            try:
+                got = json.loads(path.read_text("utf-8"))
+            except (OSError, ValueError):
+                got = None
+            if isinstance(got, dict) and got.get("key") == key:
+                stored = got
+                envs, font = got.get("environments"), got.get("font")
+                found = envs.get(str(dpi)) if isinstance(envs, dict) else None
+                font_same = isinstance(font, list) and len(font) == 2
+                # the default font's file unchanged too: else a fresh import would look again
+                if isinstance(found, str) and font_same and _stat(str(font[0])) == font[1]:
+                    self._environments[dpi] = found
+                    return found
+        text = drawing_environment(dpi).decode()  # the first import: a fresh one
+        if key is not None and key == fresh_import_key():
+            from matplotlib import font_manager
+
+            font = font_manager.findfont(font_manager.FontProperties())
+            envs = stored.get("environments") if stored.get("key") == key else None
+            self._environment_file = {
+                "key": key,
+                "font": [font, _stat(font)],
+                "environments": {**(envs if isinstance(envs, dict) else {}), str(dpi): text},
+            }  # written by `save`, once the figures directory is there
+        return text
+
+    def save(self) -> None:
+        """Keep what this build learnt for the next (ENVIRONMENT_FILE, NOTHING_FILE) in the
+        figures directory, once it exists: after the first report's figures are written too."""
+        if not self.directory.is_dir():
+            return
+        if self._environment_file is not None:
+            with contextlib.suppress(OSError):
+                atomic_write(self.directory / ENVIRONMENT_FILE, json.dumps(self._environment_file))
+            self._environment_file = None
+        self.save_nothing()
 
     def find(self, key: str) -> tuple[bytes, str] | None:
         if self._by_digest is None:
@@ -248,14 +404,18 @@ _ACTIVE: contextvars.ContextVar[_Previous | None] = contextvars.ContextVar(
 
 
 @contextlib.contextmanager
-def reusing(figures_dir: Path) -> Iterator[None]:
+def reusing(figures_dir: Path) -> Iterator[_Previous]:
     """Figure functions called inside reuse the PNGs in `figures_dir` drawn from the same
-    inputs (`ReusedFigure`s); the Figures they build are remembered for the chunk."""
-    token = _ACTIVE.set(_Previous(figures_dir))
+    inputs (`ReusedFigure`s); the Figures they build are remembered for the chunk. What the
+    next build can use is kept there on the way out (`_Previous.save`; a directory that is not
+    there yet: call `save` again once the figures are written)."""
+    previous = _Previous(figures_dir)
+    token = _ACTIVE.set(previous)
     try:
-        yield
+        yield previous
     finally:
         _ACTIVE.reset(token)
+    previous.save()
 
 
 @dataclass(frozen=True)
@@ -274,14 +434,23 @@ def reused_or_drawn(
     """`fn(*args, **kwargs)`, or while `reusing`, the PNG a previous call with the same inputs
     drew (see the module)."""
     previous = _ACTIVE.get()
-    inputs = inputs_of(fn, args, kwargs, dpi) if previous is not None else None
+    inputs = (
+        inputs_of(fn, args, kwargs, dpi, previous.environment(dpi))
+        if previous is not None
+        else None
+    )
     if previous is None or inputs is None:
         return fn(*args, **kwargs)
     hit = previous.find(inputs.digest)
     if hit is not None:
         return ReusedFigure(fn, inputs, *hit)
+    if previous.drew_nothing(inputs.digest):
+        previous.nothing_now[inputs.digest] = None
+        return None
     fig = fn(*args, **kwargs)
-    if fig is not None:
+    if fig is None:
+        previous.nothing_now[inputs.digest] = None
+    else:
         content = digest(fig, drawing_environment(dpi))
         if content is not None:
             _DRAWN[fig] = _Drawn(inputs.digest, content, str(getattr(fig, NOTE_ATTR, "")))

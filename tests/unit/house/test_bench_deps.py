@@ -34,8 +34,12 @@ def declared() -> set[str]:
 def makefile_installs() -> list[str]:
     """Packages the Makefile pip-installs by name (Horovod: a source build, in no extra)."""
     out = []
-    for line in (REPO / "Makefile").read_text().splitlines():
-        for args in re.findall(r"\$\(PIP\) install ([^;&]*)", line):
+    text = (REPO / "Makefile").read_text()
+    # a variable the Makefile sets (TORCH ?= torch==2.13.0) stands for its value
+    values = dict(re.findall(r"^([A-Z_]+) *[?:]?= *(.*)$", text, re.M))
+    for line in text.splitlines():
+        for found in re.findall(r"\$\(PIP\) install ([^;&]*)", line):
+            args = re.sub(r"\$\(([A-Z_]+)\)", lambda m: values.get(m[1], m[0]), found)
             out += [a.strip("'\"") for a in args.split() if re.match(r"['\"]?[A-Za-z]", a)]
     return out
 

@@ -221,14 +221,14 @@ def test_fast_record_and_id_match_pydantic_serialisation(name: str) -> None:
         dumped = {**dumped, **legacy, **knobs}
         hashed = {("workload" if k == "program" else k): v for k, v in dumped.items()}
         expected_id = hashlib.sha256(
-            # cwd is where a command runs, not what; command and interpreter are hashed only
-            # when set (ids rendered before they existed stay the same)
+            # cwd is where a command runs, not what; command, interpreter and trace_window are
+            # hashed only when set (ids rendered before they existed stay the same)
             msgspec.json.encode(
                 {
                     k: v
                     for k, v in hashed.items()
                     if k not in ("swept", "cwd")
-                    and not (k in ("command", "interpreter") and v is None)
+                    and not (k in ("command", "interpreter", "trace_window") and v is None)
                 },
                 order="sorted",
             )
