@@ -24,6 +24,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from interleave import Interleaved
+
 REPO = Path(__file__).resolve().parents[1]
 TRAIN = REPO / "jobs" / "torch" / "train.py"
 MPIRUN = ["mpirun", "--oversubscribe", "--allow-run-as-root", "--bind-to", "none"]
@@ -148,23 +150,10 @@ def main() -> None:
         bare(args)
         return
     configs = [("bare", 1), ("harness", 1), ("bare", 2), ("harness", 2)]
-    wall: dict[tuple[str, int], list[float]] = {c: [] for c in configs}
-    cpu: dict[tuple[str, int], list[float]] = {c: [] for c in configs}
     started, load0 = time.monotonic(), os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="hpcscale-bench-") as tmp:
-        for _ in range(args.repeats):
-            for kind, np in configs:
-                w, c = measure(kind, np, args, Path(tmp))
-                wall[kind, np] += w
-                cpu[kind, np] += c
-                print(f"{kind} np={np}: best epoch {max(w):.1f} images/s, "
-                      f"{max(c):.1f} images/cpu-s", file=sys.stderr, flush=True)  # fmt: skip
-
-    def best(kind: str, np: int, per_cpu: bool = False) -> float:
-        return round(max((cpu if per_cpu else wall)[kind, np]), 1)
-
-    def ratio(np: int, per_cpu: bool = False) -> float:
-        return round(best("harness", np, per_cpu) / best("bare", np, per_cpu), 4)
+        runs = Interleaved(configs, args.repeats, lambda k, n: measure(k, n, args, Path(tmp)))
+    best, ratio = runs.best, runs.ratio
 
     result: dict[str, object] = {
         "bench": "torch_harness_overhead",
@@ -178,8 +167,8 @@ def main() -> None:
     for np in (1, 2):
         result[f"np{np}_bare_ips"] = best("bare", np)
         result[f"np{np}_harness_ips"] = best("harness", np)
-        result[f"np{np}_ratio"] = ratio(np)
-        result[f"np{np}_cpu_ratio"] = ratio(np, per_cpu=True)
+        result[f"np{np}_ratio"] = ratio(("harness", np), ("bare", np))
+        result[f"np{np}_cpu_ratio"] = ratio(("harness", np), ("bare", np), per_cpu=True)
     result["max_lost_pct"] = round(
         100 * (1 - min(float(result["np1_ratio"]), float(result["np2_ratio"]))), 2
     )

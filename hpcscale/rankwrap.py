@@ -233,11 +233,6 @@ def _options(argv: list[str]) -> tuple[str, bool, str | None, tuple[int, int], l
     return run_dir, torch, trace, window, rest[1:]
 
 
-def _parse(argv: list[str]) -> tuple[str, bool, list[str]]:
-    run_dir, torch, _trace, _window, program = _options(argv)
-    return run_dir, torch, program
-
-
 def trace_env(env: Mapping[str, str], trace_dir: str, window: tuple[int, int], rank: int
               ) -> dict[str, str]:  # fmt: skip
     """What the program's Pythons need to trace themselves: the bootstrap first on PYTHONPATH

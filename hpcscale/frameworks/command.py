@@ -18,7 +18,7 @@ from hpcscale.model.system import System, python_of
 RANKWRAP = str(Path(rankwrap.__file__).resolve())
 
 
-def command_argv(run: Run, system: System, run_dir: str) -> list[object]:
+def command_argv(run: Run, system: System, run_dir: str, rank_env: bool = False) -> list[object]:
     """A command workload's words for one rank, placeholders filled (quoted by the renderer),
     run through the per-rank wrapper (hpcscale.rankwrap): each rank's lines are also kept in
     `ranks/<rank>.out`, so extractors read one rank at a time, on every launcher."""
@@ -26,9 +26,9 @@ def command_argv(run: Run, system: System, run_dir: str) -> list[object]:
     python = python_of(system)
     own = None if run.interpreter == AS_WRITTEN else python  # workload.interpreter
     words = command_words(run.command, placeholder_values(run, run_dir), own)
-    # a framework with a rendezvous (torch) gets RANK, WORLD_SIZE, LOCAL_RANK and
-    # LOCAL_WORLD_SIZE from the launcher's variables on every rank (rankwrap --torch-env)
-    torch: list[object] = ["--torch-env"] if run.strategy == "torch_ddp" else []
+    # `rank_env`: the borrowed framework's ranks meet at a rendezvous (torch): each gets
+    # RANK, WORLD_SIZE, LOCAL_RANK and LOCAL_WORLD_SIZE from the launcher's variables
+    torch: list[object] = ["--torch-env"] if rank_env else []
     if (window := run.trace_window) is not None:  # collect.timeline: the profiler, injected
         skip, steps = window["skip"], window["steps"]
         torch += ["--torch-trace", f"{run_dir}/traces", "--trace-window", f"{skip},{steps}"]
@@ -62,7 +62,7 @@ class Command(Framework):
         return self.borrowed.place(cell)
 
     def argv(self, run: Run, system: System, run_dir: str) -> list[object]:
-        return command_argv(run, system, run_dir)
+        return command_argv(run, system, run_dir, rank_env=self.borrowed.rendezvous)
 
     def env(self, run: Run, run_dir: str) -> dict[str, object]:
         own = command_env(run, run_dir) if self.trace == "horovod" else {}

@@ -11,9 +11,10 @@ from typing import Any, ClassVar
 
 from hpcscale.frameworks.base import Cell, Framework, Placement
 from hpcscale.frameworks.horovod_tf import rank_per_process
-from hpcscale.frameworks.tf_jobs import JOBS_DIR, job_args
+from hpcscale.frameworks.tf_jobs import job_args
 from hpcscale.model.campaign import TraceWindow
 from hpcscale.model.job_cli import job_argv
+from hpcscale.model.resources import jobs_dir
 from hpcscale.model.run import Run
 from hpcscale.model.scaling import ScalingError
 from hpcscale.model.system import System, python_of
@@ -29,6 +30,7 @@ KNOB_FLAGS = {
     "fp16_compress": "--fp16-compress",
 }
 PROGRAM = ("torch", "train.py")  # under jobs/
+BUNDLED = jobs_dir()  # the bundled jobs/ (installed or checkout), looked up once
 TRACE_WINDOW = TraceWindow().model_dump()  # a run rendered without one: the defaults
 # What jobs/torch/train.py has (a test checks these against its parser): a campaign value it
 # would refuse is refused by `validate`, not by a failed job.
@@ -41,7 +43,7 @@ ARGS = (
 
 
 def program_path(system: System) -> str:
-    base = Path(system.jobs_dir) if system.jobs_dir else JOBS_DIR
+    base = Path(system.jobs_dir) if system.jobs_dir else BUNDLED
     return os.fspath(base.joinpath(*PROGRAM))
 
 
