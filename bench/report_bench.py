@@ -194,12 +194,14 @@ def measure(
     tmp: Path,
     timeout: float,
     overlap: bool = False,
+    keep: bool = False,
 ) -> dict:
     """Render and fill a campaign of `runs` runs (all at once with `overlap`), then time the
-    four steps (see the module)."""
+    four steps (see the module). `keep`: the workdir stays (to profile a report of it)."""
     wd = tmp / f"n{runs}{'-overlap' if overlap else ''}"
     yaml = tmp / f"{NAME}-{runs}.yaml"
     yaml.write_text(campaign_text(runs))
+    shutil.rmtree(wd, ignore_errors=True)  # one kept (--keep) before is staged again
     t0 = time.perf_counter()
     subprocess.run(
         [*exe, "render", str(yaml), "-w", str(wd)], check=True, stdout=subprocess.DEVNULL
@@ -223,7 +225,10 @@ def measure(
     if (wd / NAME / "report" / "index.md").exists():
         size = (wd / NAME / "report" / "index.md").stat().st_size
         log(f"{runs} runs: index.md {size / 1e3:.0f} kB")
-    shutil.rmtree(wd, ignore_errors=True)
+    if keep:
+        log(f"{runs} runs: kept: {' '.join(report)}")
+    else:
+        shutil.rmtree(wd, ignore_errors=True)
     return out
 
 
@@ -252,6 +257,14 @@ def main() -> None:
     )
     ap.add_argument("--only-overlap", action="store_true", help="only that case")
     ap.add_argument(
+        "--keep",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="stage the campaigns in DIR (made if missing) and keep them there: `report` of one "
+        "again is the cached report, for a profile (the command is printed)",
+    )
+    ap.add_argument(
         "--hpcscale",
         default=None,
         help="the command to time (default: this interpreter's `hpcscale` console script)",
@@ -266,12 +279,16 @@ def main() -> None:
     real = ensure_source(args.source.expanduser(), exe)
     log(f"real runs: {', '.join(f'{r} rank(s) {d}' for r, d in real.items())}")
     times: dict[int, dict] = {}
-    with tempfile.TemporaryDirectory(prefix="report_bench.") as tmp:
+    keep = args.keep is not None
+    if keep:
+        args.keep.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="report_bench.") as scratch:
+        tmp = args.keep.resolve() if keep else Path(scratch)
         for n in sizes:
-            times[n] = measure(exe, real, n, Path(tmp), args.timeout)
+            times[n] = measure(exe, real, n, tmp, args.timeout, keep=keep)
         over = {}
         if args.only_overlap or not args.no_overlap:
-            over = measure(exe, real, OVERLAP_RUNS, Path(tmp), args.timeout, overlap=True)
+            over = measure(exe, real, OVERLAP_RUNS, tmp, args.timeout, overlap=True, keep=keep)
 
     def cpu(n: int, step: str) -> float | None:
         """CPU seconds of a step that finished (None: not run, or killed)."""

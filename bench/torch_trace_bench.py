@@ -13,6 +13,9 @@ imports; hpcscale's import, a fixed cost, is reported apart) and its peak RSS (V
 summarises RUN_DIR/traces/rank0.json as the collector would; `json_load` is
 `json.load` of the file and nothing else (what any whole-file reader, HTA's included, pays
 first). Targets from issue #32: ours under 300 MB RSS on 1 GB and faster than json.load.
+`--ranks N` writes N such traces (rank r of N, the same steps) so the cross-rank match is
+measured too (json.load is of one, so the speedup counts it N times); `--repo DIR` measures
+another checkout's hpcscale (a before/after comparison on one machine).
 Ends by printing ONE JSON line.
 """
 
@@ -67,11 +70,12 @@ def _step(i: int, t: float, ops: int) -> tuple[list[str], float]:
     return ev, t + step_len + 50
 
 
-def build(path: Path, target_bytes: int, ops: int = 200) -> int:
-    """Write the trace; returns its size."""
+def build(path: Path, target_bytes: int, ops: int = 200, rank: int = 0, world: int = 1) -> int:
+    """Write the trace (rank `rank` of `world`: the same steps on every rank); its size."""
     head = json.dumps(
         {"schemaVersion": 1, "deviceProperties": [],
-         "distributedInfo": {"backend": "gloo", "rank": 0, "world_size": 1, "pg_count": 1},
+         "distributedInfo": {"backend": "gloo", "rank": rank, "world_size": world,
+                             "pg_count": 1},
          "displayTimeUnit": "ms", "baseTimeNanoseconds": BASE_NS},
         indent=2,
     )[:-2]  # fmt: skip
@@ -84,7 +88,7 @@ def build(path: Path, target_bytes: int, ops: int = 200) -> int:
             f.write(("" if first else ",\n") + text)
             size += len(text) + 2
             first, i = False, i + 1
-        f.write('\n  ],\n  "traceName": "rank0.json"\n}\n')
+        f.write(f'\n  ],\n  "traceName": "rank{rank}.json"\n}}\n')
     return path.stat().st_size
 
 
@@ -112,10 +116,10 @@ print(json.dumps(out))
 """
 
 
-def measure(what: str, path: Path) -> dict:
+def measure(what: str, path: Path, repo: Path = REPO) -> dict:
     out = subprocess.run(
         [sys.executable, "-c", MEASURE, what, str(path)],
-        capture_output=True, text=True, check=True, cwd=REPO,
+        capture_output=True, text=True, check=True, cwd=repo,
     )  # fmt: skip
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -126,24 +130,42 @@ def main() -> None:
     ap.add_argument("--gb", action="store_true", help="a 1 GB trace (json.load needs ~10 GB)")
     ap.add_argument("--repeat", type=int, default=1, help="runs of each, best CPU time kept")
     ap.add_argument("--skip-json-load", action="store_true", help="only ours (low memory)")
+    ap.add_argument(
+        "--ranks",
+        type=int,
+        default=1,
+        help="ranks, each a trace of --mb (2 and up: the cross-rank match runs too)",
+    )
+    ap.add_argument(
+        "--repo",
+        type=Path,
+        default=REPO,
+        help="the checkout whose hpcscale is measured (a before/after comparison)",
+    )
     a = ap.parse_args()
     target = (1 << 30) if a.gb else a.mb << 20
     tmp = Path(tempfile.mkdtemp(prefix="torch-trace-bench-"))
     try:
         path = tmp / "traces" / "rank0.json"
         path.parent.mkdir()
-        size = build(path, target)
-        ours = min((measure("ours", path) for _ in range(a.repeat)), key=lambda r: r["cpu_s"])
+        size = build(path, target, world=a.ranks)
+        for r in range(1, a.ranks):
+            build(path.with_name(f"rank{r}.json"), target, rank=r, world=a.ranks)
+        ours = min(
+            (measure("ours", path, a.repo) for _ in range(a.repeat)), key=lambda r: r["cpu_s"]
+        )
         base = None
         if not a.skip_json_load:
             base = min((measure("json", path) for _ in range(a.repeat)), key=lambda r: r["cpu_s"])
-            assert base["events"] == ours["events"], (base, ours)
+            assert base["events"] * a.ranks == ours["events"], (base, ours)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     mb = size / (1 << 20)
     result = {
         "bench": "torch_trace",
         "trace_mb": round(mb, 1),
+        "ranks": a.ranks,
+        "repo": str(a.repo),
         "events": ours["events"],
         "ours_cpu_s": round(ours["cpu_s"], 3),
         "ours_import_cpu_s": round(ours["import_cpu_s"], 3),
@@ -153,7 +175,7 @@ def main() -> None:
         "json_load_cpu_s": None if base is None else round(base["cpu_s"], 3),
         "json_load_wall_s": None if base is None else round(base["wall_s"], 3),
         "json_load_peak_rss_mb": None if base is None else round(base["peak_rss_mb"], 1),
-        "speedup_cpu": None if base is None else round(base["cpu_s"] / ours["cpu_s"], 2),
+        "speedup_cpu": None if base is None else round(a.ranks * base["cpu_s"] / ours["cpu_s"], 2),
         "rss_target_met": ours["peak_rss_mb"] < 300,
     }
     print(json.dumps(result))

@@ -34,11 +34,13 @@ from hpcscale.backends.base import (
 from hpcscale.backends.fit import backend_for
 from hpcscale.backends.outputs import RunLog, run_log, run_outputs
 from hpcscale.backends.slurm.backend import with_throttle
+from hpcscale.collect.traces import reader_for
 from hpcscale.doctor import Check, Diagnosis
 from hpcscale.doctor_campaign import check_program, doctor
+from hpcscale.formats.run_record import load_run_record
 from hpcscale.model import datapaths
 from hpcscale.model.campaign import LoadedCampaign, load_campaign
-from hpcscale.model.errors import UsageError
+from hpcscale.model.errors import HpcscaleError, UsageError
 from hpcscale.plan.expand import Plan, expand
 from hpcscale.render.render import Rendered
 from hpcscale.results import CampaignStatus, Cancelled, Planned, RenderedCampaign
@@ -59,6 +61,7 @@ if TYPE_CHECKING:
     from hpcscale.collect.collector import Collected
     from hpcscale.collect.traces.horovod import TimelineSummary
     from hpcscale.collect.traces.horovod.perfetto import TraceInfo
+    from hpcscale.collect.traces.torch.perfetto import TorchTraceInfo
     from hpcscale.report.build import BuildResult
     from hpcscale.report.compare import CompareResult
 
@@ -515,17 +518,30 @@ class Traced:
     """A merged trace written: the run it is of, what went in, and what was missing."""
 
     run_dir: Path
-    info: TraceInfo
+    info: TraceInfo | TorchTraceInfo
     warnings: list[str]
 
 
+def _trace_format(run_dir: Path) -> str | None:
+    """The trace format the run's framework writes (its run.json's strategy, or a command's
+    framework): "horovod", "torch", or None; a run.json that cannot be read: the PyTorch
+    traces where the directory holds those only, else the Horovod timeline."""
+    try:
+        rec = load_run_record(run_dir / "run.json")
+    except (HpcscaleError, OSError):
+        torch = (run_dir / "traces").is_dir() and not (run_dir / "timeline.json").is_file()
+        return "torch" if torch else "horovod"
+    found = reader_for(rec.strategy, command=rec.command is not None)
+    return None if found is None else found.name
+
+
 def trace(run: PathLike, out: PathLike, workdir: PathLike | None = None) -> Traced:
-    """Merge a run's step spans (steps.json) and Horovod timeline into one Chrome-trace JSON
-    file (`out`, or `out`/<run>.trace.json when `out` is a directory) to open in Perfetto. The
-    run: a run directory, or a run id (or its prefix) in the workdir."""
+    """Merge a run's trace into one Chrome-trace JSON file (`out`, or `out`/<run>.trace.json
+    when `out` is a directory) to open in Perfetto: a Horovod run's timeline with its step spans
+    (steps.json), a PyTorch run's per-rank profiler traces (traces/rank<r>.json[.gz]), one
+    process per rank on one clock, with the step spans where it wrote steps.json. The run: a
+    run directory, or a run id (or its prefix) in the workdir."""
     from hpcscale.collect.split import load_steps
-    from hpcscale.collect.traces.horovod import TimelineError
-    from hpcscale.collect.traces.horovod.perfetto import write_trace
 
     run_dir = find_run_dir(run, workdir)
     dest = Path(out)
@@ -533,6 +549,15 @@ def trace(run: PathLike, out: PathLike, workdir: PathLike | None = None) -> Trac
         dest = dest / f"{run_dir.name}.trace.json"
     if dest.exists() and not dest.is_file():  # never replace a device or socket with a file
         raise UsageError(f"{dest}: not a regular file; give a file or a directory to write into")
+    kind = _trace_format(run_dir)
+    if kind is None:
+        raise UsageError(f"{run_dir}: its framework writes no trace to merge")
+    if kind == "torch":
+        steps = load_steps(run_dir / "steps.json") if (run_dir / "steps.json").is_file() else None
+        return _torch_trace(run_dir, steps, dest)  # a user's program writes no steps.json
+    from hpcscale.collect.traces.horovod import TimelineError
+    from hpcscale.collect.traces.horovod.perfetto import write_trace
+
     tl = run_dir / "timeline.json"
     if not tl.is_file():
         raise UsageError(f"{run_dir}: no timeline.json (was the run made with timeline: true?)")
@@ -548,6 +573,27 @@ def trace(run: PathLike, out: PathLike, workdir: PathLike | None = None) -> Trac
         raise UsageError(str(exc)) from exc
     except OSError as exc:
         raise UsageError(f"{exc.filename or dest}: {exc.strerror or exc}") from exc
+    return Traced(run_dir, info, warnings)
+
+
+def _torch_trace(run_dir: Path, steps: Any, dest: Path) -> Traced:
+    """Every rank's profiler trace merged (hpcscale.collect.traces.torch.perfetto)."""
+    from hpcscale.collect.traces.torch.perfetto import TRACE_DIR, TraceError, write_trace
+
+    traces = run_dir / TRACE_DIR
+    if not traces.is_dir():
+        raise UsageError(
+            f"{run_dir}: no {TRACE_DIR}/ (was the run made with collect: {{timeline: true}}?)"
+        )
+    try:
+        info = write_trace(traces, steps, dest)
+    except TraceError as exc:
+        raise UsageError(f"{traces}: {exc}") from exc
+    except OSError as exc:
+        raise UsageError(f"{exc.filename or dest}: {exc.strerror or exc}") from exc
+    warnings = info.notes()
+    if steps is not None and info.base_time_ns is None:
+        warnings.append("the traces have no base time: steps.json's steps left out")
     return Traced(run_dir, info, warnings)
 
 

@@ -13,6 +13,13 @@ rank 0 only. The rank comes from the launcher's environment, so nothing here imp
 MPI or anything beyond the standard library: the probe must cost the program it observes
 nothing but a clock read per step. `probe.step()` keeps step times in memory and writes one
 summary per epoch, never a line per step.
+
+Under a traced run (`collect: {timeline: true}` on a `framework: torch` command: the per-rank
+wrapper's bootstrap, hpcscale/rankwrap_boot/sitecustomize.py, starts torch.profiler in the
+program) `probe.step()` also marks the step for the trace: the end of each marked step steps the
+profiler (one `ProfilerStep#N` span per marked step, the trace window counted in the program's
+own steps), and the optimizer's steps no longer do. The probe never imports torch: the bootstrap
+already holds it, and a run that is not traced pays nothing more.
 """
 
 from __future__ import annotations
@@ -47,6 +54,8 @@ SIZE_VARIABLES = (
     "SLURM_NTASKS",
     "HOROVOD_SIZE",
 )
+# The trace bootstrap's module name (hpcscale/rankwrap_boot/sitecustomize.py, NAME there)
+TRACE_BOOT = "_hpcscale_trace_boot"
 # The key of the per-epoch step-time summary (value: count, p50_ms, p90_ms, p99_ms).
 STEP_SUMMARY_KEY = "step_time_ms"
 PREFIX = ":::MLLOG "
@@ -175,7 +184,38 @@ class _Step:
         _PROBE.steps_ns.append(time.perf_counter_ns() - self.t0)
 
 
-_STEP = _Step()
+class _TracedStep(_Step):
+    """A step that the run's profiler counts too: the bootstrap takes the program's marks as
+    its clock (its optimizer hook then stops counting) and steps the profiler at each end."""
+
+    __slots__ = ("begin", "end")
+
+    def __init__(self, boot: Any) -> None:
+        self.begin = boot.user_step_begin
+        self.end = boot.user_step_end
+
+    def __enter__(self) -> None:
+        self.begin()
+        self.t0 = time.perf_counter_ns()
+
+    def __exit__(self, *exc: object) -> None:
+        _PROBE.steps_ns.append(time.perf_counter_ns() - self.t0)
+        self.end()
+
+
+def _trace_boot() -> Any:
+    """The trace bootstrap when this process is traced (it runs at start-up, before any
+    import of the program's), else None."""
+    boot = sys.modules.get(TRACE_BOOT)
+    if boot is None or getattr(boot, "STATE", None) is None:
+        return None
+    if not hasattr(boot, "user_step_end"):  # an older bootstrap: its optimizer hook counts
+        return None
+    return boot
+
+
+_BOOT = _trace_boot()
+_STEP: _Step = _Step() if _BOOT is None else _TracedStep(_BOOT)
 
 
 def step() -> _Step:

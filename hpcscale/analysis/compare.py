@@ -22,6 +22,7 @@ from hpcscale.analysis.derive import derive
 from hpcscale.analysis.frame import check_axis, normalise
 from hpcscale.analysis.intervals import interval
 from hpcscale.analysis.noise import verdict
+from hpcscale.analysis.overlap import SOURCE, UNKNOWN_SOURCE, cell_sources
 from hpcscale.analysis.quality import Flag, cell_flags, quality_flags
 from hpcscale.model.errors import UsageError
 from hpcscale.model.vocab import CELL_FIELDS, KNOBS, arg_columns, cell_keys
@@ -126,6 +127,7 @@ def campaign_cells(
     ctx = ctx or TableContext()
     plan = ctx.planned_frame
     cells = derive(runs, axis, planned=plan)
+    cells[SOURCE] = cell_sources(cells, runs)  # which trace each cell's communication is from
     for f in WORKLOAD_FIELDS:
         if f not in cells.columns and {f, "run_id"} <= set(runs.columns) and len(cells):
             per_run = dict(zip(runs["run_id"].astype(str), runs[f], strict=True))
@@ -208,7 +210,8 @@ def differing_at_rows(
 def align(cells: Mapping[str, pd.DataFrame], axis: str) -> tuple[pd.DataFrame, list[str]]:
     """One row per (campaign, aligned row): `row` (shared by the campaigns' matching cells),
     `campaign`, `cell` (its label), the axis value, the match keys, METRICS with `_lo`/`_hi`
-    (`_level`: the interval's own), `flags`, `repeats`, `base_repeats`; and the match keys.
+    (`_level`: the interval's own), the measured communication (`comm_s`, `comm_share`,
+    `trace_source`), `flags`, `repeats`, `base_repeats`; and the match keys.
     Every row appears for every campaign: NaN metrics (and `present` False) where a campaign
     has no measured such cell."""
     keys = match_keys(cells, axis)
@@ -233,11 +236,35 @@ def align(cells: Mapping[str, pd.DataFrame], axis: str) -> tuple[pd.DataFrame, l
                 row[f"{m}_level"] = float(r.get(f"{m}_level", np.nan)) if r is not None else np.nan
             for f in ("base_axis_value", *WORKLOAD_FIELDS):
                 row[f] = plain(r.get(f)) if r is not None else None
+            row.update(_communication(r))
             row["flags"] = "" if r is None else str(r.get("flags") or "")
             row["repeats"] = 0 if r is None else int(r.get("repeats") or 0)
             row["base_repeats"] = np.nan if r is None else r.get("base_repeats", np.nan)
             rows.append(row)
     return pd.DataFrame(rows), keys
+
+
+def _communication(cell: Mapping[str, Any] | None) -> dict[str, Any]:
+    """A cell's measured communication for the aligned rows: `comm_s` (per epoch), `comm_share`
+    (of the epoch time, 0-1) and `trace_source` (where they came from: "" without a figure,
+    UNKNOWN_SOURCE for results collected before the column existed)."""
+    comm = np.nan if cell is None else _float(cell.get("comm_s"))
+    epoch = np.nan if cell is None else _float(cell.get("epoch_time_s"))
+    source = "" if cell is None else cell.get(SOURCE)
+    share = comm / epoch if math.isfinite(comm) and math.isfinite(epoch) and epoch > 0 else np.nan
+    known = isinstance(source, str) and source
+    return {
+        "comm_s": comm,
+        "comm_share": share,
+        SOURCE: (source if known else UNKNOWN_SOURCE) if math.isfinite(comm) else "",
+    }
+
+
+def _float(value: Any) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return np.nan
 
 
 def differences(

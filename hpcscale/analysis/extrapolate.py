@@ -10,6 +10,7 @@ size's bandwidth is assumed to hold further out; its min/max over repeats gives 
 
 from __future__ import annotations
 
+import functools
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -39,6 +40,8 @@ LAWS: dict[str, tuple[str, str]] = {
     "weak": ("gustafson", "images_per_s"),
 }
 FITTERS = {"amdahl": fit_amdahl, "gustafson": fit_gustafson}
+# a table's group id per row, and each group's (id, first run's fields, fit or why none)
+Fitted = tuple[pd.Series, list[tuple[int, dict[str, Any], LawFit | str]]]
 
 
 def predict_at(cells: pd.DataFrame) -> list[float]:
@@ -57,14 +60,15 @@ def _fits(
     (`refusals` and `extrapolate` ask for the same ones: analysis.memo)."""
     if runs.empty:
         return
-    fitted = _FITTED.get(runs, axis, lambda: _fitted(runs, axis))
-    limits = _limits(runs.groupby(group_ids(runs, axis), sort=True), axis, max_nodes)
+    gid, fitted = _FITTED.get(runs, axis, lambda: _fitted(runs, axis))
+    limits = _limits(runs.groupby(gid, sort=True), axis, max_nodes)
     for g, first, fit in fitted:
         yield g, first, limits[g], fit
 
 
-def _fitted(runs: pd.DataFrame, axis: str) -> list[tuple[int, dict[str, Any], LawFit | str]]:
-    """(group id, its first run's fields, fit or why none) of every group `_fits` yields."""
+def _fitted(runs: pd.DataFrame, axis: str) -> Fitted:
+    """The group ids of the rows (`baseline.group_ids`: `_fits` groups the limits by them too),
+    and (group id, its first run's fields, fit or why none) of every group `_fits` yields."""
     gid = group_ids(runs, axis)
     first = _first_rows(runs, gid)
     sizes = runs[axis].to_numpy(float)
@@ -85,11 +89,11 @@ def _fitted(runs: pd.DataFrame, axis: str) -> list[tuple[int, dict[str, Any], La
             out.append((int(g), first[g], str(exc)))
             continue
         out.append((int(g), first[g], fit_problem(fit) or fit))
-    return out
+    return gid, out
 
 
 # the fits by (table, axis), compared by value: each caller normalises its own copy
-_FITTED: FrameMemo[list[tuple[int, dict[str, Any], LawFit | str]]] = FrameMemo(list, by_value=True)
+_FITTED: FrameMemo[Fitted] = FrameMemo(lambda got: (got[0].copy(), list(got[1])), by_value=True)
 
 
 def _first_rows(runs: pd.DataFrame, gid: pd.Series) -> dict[int, dict[str, Any]]:
@@ -146,11 +150,12 @@ def extrapolate(
                 f"{fit.serial_fraction:.4g}) predicted {band.value.tolist()} at {list(at)}"
             )
         name = interval_name(level, fit.dof)
+        keys = _keys(first)
         for i, size in enumerate(band.n):
             lower = band.lower[i]
             rows.append(
                 {
-                    **_keys(first),
+                    **keys,
                     "group": gid,
                     "axis": axis,
                     "axis_value": size,
@@ -219,6 +224,9 @@ def comm_cost(
     for (g, size), row in zip(bw.index, bw.to_dict("records"), strict=True):
         measured.setdefault(int(g), {})[float(size)] = row
     rows: list[dict[str, Any]] = []
+    # each row's (params, participants, bytes per param): the byte models run once, on arrays
+    # (a NumPy call per row was most of this function on a 1,000-run sweep)
+    operands: list[tuple[float, float, float]] = []
     for g in sorted(first):
         params_g = params[g]
         if not np.isfinite(params_g):
@@ -234,8 +242,7 @@ def comm_cost(
             got = sizes_bw[size] if kind != "prediction" else last
             got = got if np.isfinite(got["median"]) else last
             p = size * per_unit[g]
-            ring = float(ring_allreduce_bytes(params_g, p, bpp))
-            ps = float(parameter_server_bytes(params_g, p, bpp))
+            operands.append((params_g, p, bpp))
             med, lo, hi = (got.get(k, np.nan) for k in ("median", "min", "max"))
             rows.append(
                 {
@@ -246,8 +253,8 @@ def comm_cost(
                     "participants": p,
                     "param_count": params_g,
                     "bytes_per_param": bpp,
-                    "ring_bytes": ring,
-                    "ps_bytes": ps,
+                    "ring_bytes": np.nan,  # below, a column at a time
+                    "ps_bytes": np.nan,
                     "measured_allreduce_bytes_per_step": sent.get((g, size), np.nan),
                     "bandwidth_gbs": med,
                     "bandwidth_min_gbs": lo,
@@ -258,6 +265,10 @@ def comm_cost(
                 }
             )
     out = pd.DataFrame(rows)
+    if len(out):
+        m, p, bpp = np.array(operands, dtype=float).T
+        out["ring_bytes"] = ring_allreduce_bytes(m, p, bpp)
+        out["ps_bytes"] = parameter_server_bytes(m, p, bpp)
     for col, (nbytes, bandwidth) in TIMES.items():
         if len(out):
             out[col] = transfer_time_s(out[nbytes], out[bandwidth]).astype(float)
@@ -289,4 +300,11 @@ def _limits(per_group: Any, axis: str, max_nodes: float | None) -> dict[int, flo
 
 def _keys(first: dict[str, Any]) -> dict[str, Any]:
     """A group's shared settings (its `args.<name>` columns included), from its first run."""
-    return {k: v for k, v in first.items() if k in SHARED or is_arg_column(k)}
+    return {k: first[k] for k in _key_names(tuple(first))}
+
+
+@functools.lru_cache(maxsize=64)
+def _key_names(names: tuple[str, ...]) -> tuple[str, ...]:
+    """Which of a first run's fields `_keys` keeps, in their order: every group of a table has
+    the same fields, so this is decided once per table, not once per group."""
+    return tuple(k for k in names if k in SHARED or is_arg_column(k))

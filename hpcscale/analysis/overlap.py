@@ -35,6 +35,8 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
+from hpcscale.analysis.frame import normalise
+
 OVERLAP_COLUMNS: tuple[str, ...] = (
     "compute_s",
     "only_comm_s",
@@ -107,3 +109,52 @@ def with_overlap(df: pd.DataFrame) -> pd.DataFrame:
         out[name] = getattr(parts, name)
     out[WAITS_SUMMED] = parts.waits_summed
     return out
+
+
+# Where a row's communication figures came from: the collector's `trace_source` (the trace
+# reader's label, "Horovod timeline" or "PyTorch profiler"); results collected before the column
+# existed say nothing, and a row with figures but no source is said as such, never guessed.
+SOURCE = "trace_source"
+UNKNOWN_SOURCE = "trace (source not recorded)"
+
+
+def _label(value: object) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def cell_sources(cells: pd.DataFrame, runs: pd.DataFrame) -> list[str]:
+    """Each cell's trace source, from its runs (`run_ids`): the one label its runs share, the
+    labels joined with " + " where its repeats differ, "" where no run read a trace."""
+    if SOURCE not in runs.columns or "run_ids" not in cells or runs.empty:
+        return [""] * len(cells)
+    runs = normalise(runs)  # the run ids derive gave the cells (a table without them: row<i>)
+    per_run = dict(zip(runs["run_id"].astype(str), runs[SOURCE].map(_label), strict=True))
+    out = []
+    for ids in cells["run_ids"]:
+        found = [per_run.get(str(i), "") for i in (ids if isinstance(ids, list | tuple) else [])]
+        out.append(" + ".join(dict.fromkeys(s for s in found if s)))
+    return out
+
+
+def row_sources(rows: pd.DataFrame, measured: str = "comm_s") -> list[str]:
+    """Per row, where its figures came from: its `trace_source`, UNKNOWN_SOURCE where the row
+    has a `measured` figure but no source (older results), "" where it has no figure."""
+    labels = rows[SOURCE].map(_label) if SOURCE in rows.columns else pd.Series("", rows.index)
+    has = rows[measured].notna() if measured in rows.columns else pd.Series(False, rows.index)
+    return [
+        (s or UNKNOWN_SOURCE) if h else ""
+        for s, h in zip(labels.to_list(), has.to_list(), strict=True)
+    ]
+
+
+def sources_phrase(sources: list[str], column: str = "From", per: str = "cell") -> str:
+    """The trace(s) in words, for a section's text: "the Horovod timeline", "the PyTorch
+    profiler traces", or both, with "(the From column says which per cell)" when mixed."""
+    names = {"Horovod timeline": "the Horovod timeline", "PyTorch profiler": "the PyTorch "
+             "profiler traces", UNKNOWN_SOURCE: "the run's trace (which kind was not recorded: "
+             "results collected before `trace_source`)"}  # fmt: skip
+    found = list(dict.fromkeys(s for s in sources if s))
+    if not found:
+        return "the run's trace"
+    said = " or ".join(names.get(s, s) for s in found)
+    return said + (f" (the {column} column says which per {per})" if len(found) > 1 else "")

@@ -40,7 +40,7 @@ SPEEDUP_CI = f"Speedup {pct(LEVEL)} CI (Welch t)"
 EFFICIENCY_CI = f"Efficiency {pct(LEVEL)} CI (Welch t)"
 IMAGES_CI = "Images/s interval of the median (order statistics; its level)"
 OVERHEAD_LABEL = "Scaling loss (Ahmad & Cai's overhead, 1/E−1) (%)"
-COMM_SHARE_LABEL = "Comm. share of epoch (measured, Horovod timeline) (%)"
+COMM_SHARE_LABEL = "Comm. share of epoch (measured, from the run's trace) (%)"
 # A program without epoch times (a command workload's) has only its timeline's span to divide by.
 COMM_SPAN_SHARE_LABEL = "Comm. share of timeline span (start-up included) (%)"
 

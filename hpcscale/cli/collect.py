@@ -213,16 +213,25 @@ def trace(
     ],
     workdir: WorkdirOpt = None,
 ) -> None:
-    """Merge a run's step spans and Horovod timeline into one trace (Perfetto, chrome://tracing)."""
+    """Merge a run's trace into one file (Perfetto, chrome://tracing): a Horovod timeline with
+    the step spans, or a PyTorch run's per-rank profiler traces, one process per rank."""
     traced = api.trace(run, out, workdir)
     for warning in traced.warnings:
         err_console.print(f"[yellow]note:[/] {escape(warning)}", highlight=False)
     info = traced.info
-    note = " (cut final record dropped)" if info.truncated else ""
+    ranks = getattr(info, "ranks", None)  # a PyTorch run's traces, one process per rank
+    if ranks is not None:
+        what = (
+            f"{plural(len(ranks), 'rank')}, {plural(info.records, 'trace event')}"
+            f"{' (cut short: see the notes)' if info.truncated else ''}"
+        )
+    else:
+        note = " (cut final record dropped)" if info.truncated else ""
+        what = f"{plural(info.records, 'timeline record')}{note}"
     console.print(
         escape(
-            f"{info.out}: {plural(info.records, 'timeline record')}{note} + "
-            f"{plural(info.steps, 'step')}; open it in https://ui.perfetto.dev or chrome://tracing"
+            f"{info.out}: {what} + {plural(info.steps, 'step')}; open it in "
+            "https://ui.perfetto.dev or chrome://tracing"
         ),
         highlight=False,
     )

@@ -13,9 +13,6 @@ import os
 from pathlib import Path
 from typing import Any
 
-from hpcscale import api
-from hpcscale.model.system import search_dirs
-
 YAML = (".yaml", ".yml")
 
 
@@ -36,6 +33,8 @@ def campaign_names(ctx: Any, incomplete: str) -> list[str]:
     (`status NAME` finds them from anywhere), then campaign files here."""
     if "/" in incomplete or incomplete.endswith(YAML):
         return _yaml_files(incomplete)
+    from hpcscale import api  # here: every command imports this module, few complete
+
     given = (getattr(ctx, "params", None) or {}).get("workdir")
     # as select_campaigns: other workdirs only when none was named
     named = api.campaign_names(given, elsewhere=not (given or os.environ.get("HPCSCALE_WORKDIR")))
@@ -49,6 +48,8 @@ def campaign_files(incomplete: str) -> list[str]:
 
 def example_names(incomplete: str) -> list[tuple[str, str]]:
     """The shipped campaigns, each with its description (zsh and fish show it)."""
+    from hpcscale import api
+
     return [(e.name, e.description) for e in api.examples()]
 
 
@@ -56,6 +57,8 @@ def system_names(incomplete: str) -> list[str]:
     """Profiles by name (HPCSCALE_SYSTEMS_PATH, then the shipped ones), then profile files."""
     if "/" in incomplete or incomplete.endswith(YAML):
         return _yaml_files(incomplete)
+    from hpcscale.model.system import search_dirs
+
     names: list[str] = []
     for folder in search_dirs():
         try:

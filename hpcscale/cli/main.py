@@ -12,21 +12,36 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from hpcscale.cli import campaign as campaign_cmds
-from hpcscale.cli import collect as collect_cmds
-from hpcscale.cli import compare as compare_cmds
-from hpcscale.cli import doctor as doctor_cmds
 from hpcscale.cli import helpfmt
-from hpcscale.cli import init as init_cmds
-from hpcscale.cli import models as models_cmds
-from hpcscale.cli import report as report_cmds
-from hpcscale.cli import status as status_cmds
-from hpcscale.cli import submit as submit_cmds
-from hpcscale.cli.cluster import app as cluster_app
 from hpcscale.cli.common import console, err_console
+from hpcscale.cli.lazy import LazyGroup
 from hpcscale.model.errors import HpcscaleError, InputError
 from hpcscale.model.resources import shipped_example
 from hpcscale.version import hpcscale_version
+
+# Every command, in the order `hpcscale --help` lists them: name -> (module, attribute: the
+# command's function, or a Typer app of subcommands). A module is imported only when its command
+# is run, completed or shown in help (hpcscale.cli.lazy): `hpcscale report` does not pay for
+# submit's backends or the dev cluster.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "init": ("hpcscale.cli.init", "init"),
+    "doctor": ("hpcscale.cli.doctor", "doctor"),
+    "validate": ("hpcscale.cli.campaign", "validate"),
+    "plan": ("hpcscale.cli.campaign", "plan"),
+    "render": ("hpcscale.cli.campaign", "render"),
+    "models": ("hpcscale.cli.models", "models"),
+    "submit": ("hpcscale.cli.submit", "submit"),
+    "status": ("hpcscale.cli.status", "status"),
+    "logs": ("hpcscale.cli.status", "logs"),
+    "cancel": ("hpcscale.cli.submit", "cancel"),
+    "resubmit": ("hpcscale.cli.submit", "resubmit"),
+    "collect": ("hpcscale.cli.collect", "collect"),
+    "timeline": ("hpcscale.cli.collect", "timeline"),
+    "trace": ("hpcscale.cli.collect", "trace"),
+    "report": ("hpcscale.cli.report", "report"),
+    "compare": ("hpcscale.cli.compare", "compare"),
+    "cluster": ("hpcscale.cli.cluster", "app"),
+}
 
 app = typer.Typer(
     name="hpcscale",
@@ -50,6 +65,7 @@ app = typer.Typer(
     rich_markup_mode="rich",
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
+    cls=LazyGroup.of(COMMANDS),
 )
 
 _state = {"debug": False}
@@ -75,25 +91,6 @@ def _main(
 
 
 helpfmt.install()
-
-
-app.command()(init_cmds.init)
-app.command()(doctor_cmds.doctor)
-app.command()(campaign_cmds.validate)
-app.command()(campaign_cmds.plan)
-app.command()(campaign_cmds.render)
-app.command()(models_cmds.models)
-app.command()(submit_cmds.submit)
-app.command()(status_cmds.status)
-app.command()(status_cmds.logs)
-app.command()(submit_cmds.cancel)
-app.command()(submit_cmds.resubmit)
-app.command()(collect_cmds.collect)
-app.command()(collect_cmds.timeline)
-app.command()(collect_cmds.trace)
-app.command()(report_cmds.report)
-app.command()(compare_cmds.compare)
-app.add_typer(cluster_app, name="cluster")
 
 
 def _hint(exc: HpcscaleError) -> str:

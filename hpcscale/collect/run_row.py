@@ -23,12 +23,21 @@ from hpcscale.formats.run_record import RunRecord, load_run_record
 from hpcscale.model.errors import HpcscaleError
 from hpcscale.model.vocab import args_as_columns
 
-TIMELINE_EXTRA = ("span_s", "timeline_events", "straggler_rank")
+# `trace_source`: which trace a run's timeline columns came from, as the report labels them
+# (the reader's `label`: "Horovod timeline", "PyTorch profiler"); "" when none was read.
+TIMELINE_EXTRA = ("span_s", "timeline_events", "straggler_rank", "trace_source")
+NO_TRACE = ""
 # A timeline that is cut or ends before the last timed step: its per-epoch figures describe
 # part of the run only (hpcscale.analysis.quality leaves them out of the report).
 TRUNCATION_NOTE = (
     "{name} covers {pct:.0f} % of the timed window{cut}: its per-epoch figures are left "
     "out unless --include-partial-timelines"
+)
+# A profiler trace whose file is cut (a killed job's .tmp, an unterminated array): a profiler
+# trace is a window of steps by design, so only a cut file is partial, never a short window
+TRACE_CUT_NOTE = (
+    "{name} ends in a cut record (job killed?): partial timeline, its per-epoch figures are "
+    "left out unless --include-partial-timelines"
 )
 # A profiler trace of a window of steps (collect.trace_window) shorter than the timed steps
 WINDOW_NOTE = (
@@ -146,6 +155,7 @@ def run_row(run_dir: Path, timeline: bool) -> tuple[dict[str, Any], list[str]]:
     )
     for col in (*TIMELINE_COLUMNS, "queue_s", "memcpy_s", *EXACT_COLUMNS, *TIMELINE_EXTRA):
         row[col] = NAN
+    row["trace_source"] = NO_TRACE
     row["timeline_truncated"] = False
     row["timeline_coverage"] = NAN
     row.update(contention_columns(m))
@@ -164,6 +174,7 @@ def _command_row(run_dir: Path, rec: RunRecord, timeline: bool) -> tuple[dict[st
     row: dict[str, Any] = run_fields(rec)
     for col in (*TIMELINE_COLUMNS, "queue_s", "memcpy_s", *EXACT_COLUMNS, *TIMELINE_EXTRA):
         row[col] = NAN
+    row["trace_source"] = NO_TRACE
     row.update(timeline_truncated=False, timeline_coverage=NAN, sample_grids=[])
     row.update(figures, system=rec.system, program=rec.program, timeline=rec.timeline)
     row.update(run_dir=str(run_dir), campaign_version=rec.campaign_version)
@@ -242,11 +253,14 @@ def _timeline_columns(
         s = trace.summarise(path, ranks=row.get("ranks"), window_unix_us=window)
     except trace.errors as exc:
         return [*notes, f"{name} unreadable: {exc}"]
+    row["trace_source"] = trace.label  # the figures below are this trace's
+    notes += [f"{name}: {n}" for n in getattr(s, "notes", ())]  # what the reader left out
+    counts = steps_file  # its counts of epochs and steps hold even where it cannot be placed
     if window is not None and s.window_us is None and not s.empty:
         notes.append("timeline has no start time: whole timeline used, no exact view")
         steps_file = None
-    if steps_file is not None:
-        epochs, steps = steps_file.epochs, len(steps_file.start_unix_ns)
+    if counts is not None:
+        epochs, steps = counts.epochs, len(counts.start_unix_ns)
     elif row.get("command"):  # the user's own program writes no steps.json: say what follows
         notes.append("timeline figures cover the whole run, start-up included (no steps.json)")
         if epochs is None:
@@ -264,7 +278,9 @@ def _timeline_columns(
     if s.empty:
         notes.append(f"{name}: {NO_COLLECTIVES}")
     _coverage(row, s, steps_file)
-    if row["timeline_truncated"]:
+    if row["timeline_truncated"] and getattr(s, "steps", None) is not None:  # a profiler's
+        notes.append(TRACE_CUT_NOTE.format(name=name))
+    elif row["timeline_truncated"]:
         cov = row["timeline_coverage"]
         cut = " and ends in a cut record (job killed?)" if s.truncated else ""
         notes.append(
@@ -273,10 +289,12 @@ def _timeline_columns(
             else f"{name} ends in a cut record (job killed?)"
         )
     per_epoch = NAN if epochs is None else max(epochs, 1)
+    # a category the format cannot know (Horovod's own, in a profiler trace) is unknown, not 0
+    unknown = getattr(s, "UNKNOWN_CATEGORIES", ())
     for key in ("comm", "negotiate", "wait_for_data", "wait_for_other_tensor_data"):
-        row[f"{key}_s"] = s.seconds(key) / per_epoch
+        row[f"{key}_s"] = NAN if key in unknown else s.seconds(key) / per_epoch
     for key in ("transport", "queue", "memcpy"):
-        row[f"{key}_s"] = s.seconds(key) / per_epoch
+        row[f"{key}_s"] = NAN if key in unknown else s.seconds(key) / per_epoch
     # the two waits unioned in time, inside communication (hpcscale.analysis.overlap)
     row["waits_in_comm_s"] = s.waits_in_comm_us / 1e6 / per_epoch
     if not getattr(s, "waits_known", True):  # a profiler trace without a reliable match
@@ -290,13 +308,24 @@ def _timeline_columns(
         )
     row["span_s"] = s.span_us / 1e6
     row["comm_span_share"] = _span_share(s, name, notes) if steps_file is None else NAN
-    row["allreduce_bytes_per_step"] = NAN if steps is None else s.allreduce_bytes / max(steps, 1)
+    bytes_known = getattr(s, "bytes_known", True)  # False: some allreduce had no size
+    row["allreduce_bytes_per_step"] = (
+        NAN if steps is None or not bytes_known else s.allreduce_bytes / max(steps, 1)
+    )
     bw = s.bus_bandwidth_gbs()
     row["bus_bandwidth_gbs"] = NAN if bw is None else bw
     row["timeline_events"] = s.events
     strag = s.straggler()
     row["straggler_rank"] = NAN if strag is None else strag[0]
-    if steps_file is not None and s.start_time_since_epoch_us is not None and not windowed:
+    # the exact split pairs rank 0's steps.json with the figures' communication: not with
+    # another rank's (rank 0's trace missing), whose clock and steps are its own
+    rank0 = getattr(s, "figures_rank", 0) == 0
+    if (
+        steps_file is not None
+        and s.start_time_since_epoch_us is not None
+        and not windowed
+        and rank0
+    ):
         x = exact_split(steps_file, s.comm_intervals, s.start_time_since_epoch_us)
         row.update(
             exact_compute_s=x.compute_s,
@@ -331,7 +360,8 @@ def _traced_steps(s: TimelineSummary) -> int | None:
 def _coverage(row: dict[str, Any], s: TimelineSummary, steps: Steps | None) -> None:
     """`timeline_coverage`: the fraction of the timed window (steps.json) up to the timeline's
     last time stamp; `timeline_truncated`: a cut last record, or an end before the last timed
-    step began. Without steps.json only a cut record can tell."""
+    step began. Without steps.json only a cut record can tell, nor for a profiler trace (step
+    markers): a window of steps by design, it ends where its window does."""
     row["timeline_truncated"] = bool(s.truncated)
     if steps is None or s.window_us is None or s.start_time_since_epoch_us is None:
         return
@@ -339,5 +369,5 @@ def _coverage(row: dict[str, Any], s: TimelineSummary, steps: Steps | None) -> N
     end = s.last_ts_us if s.last_ts_us is not None else lo
     row["timeline_coverage"] = min(max((end - lo) / max(hi - lo, 1), 0.0), 1.0)
     last_step_us = int(steps.start_unix_ns.max() // 1000) - s.start_time_since_epoch_us
-    if end < last_step_us:
+    if end < last_step_us and getattr(s, "steps", None) is None:
         row["timeline_truncated"] = True

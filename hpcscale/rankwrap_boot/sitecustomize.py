@@ -18,6 +18,12 @@ repeat=1): iteration SKIP is its warm-up and the next STEPS iterations are trace
 profiler is gone. A program that ends inside the window gets what was traced by then, at exit
 (its last span then runs to the exit).
 
+A program that marks its own steps with `hpcscale.probe.step()` is counted by its marks instead:
+from the first mark's start on, the probe calls `user_step_begin()` and `user_step_end()`
+here, the end of each marked step ends an iteration (so the skip, the warm-up and the traced
+steps are the program's own steps, each one `ProfilerStep#` span), and optimizer steps count for
+nothing (no iteration counted twice, whatever its optimizers do).
+
 A program that starts a profiler itself (torch.profiler or the autograd profiler) is left alone:
 ours stops without writing and DIR/rank<r>.own-profiler says why, in one line.
 
@@ -63,6 +69,7 @@ class _State:
         self.prof: Any = None  # our torch.profiler.profile, while it runs
         self.done = False  # written, abandoned, or never to start
         self.abandoned = False  # the program runs its own profiler
+        self.user_marks = False  # the program marks its steps (hpcscale.probe.step())
 
 
 STATE: _State | None = None
@@ -150,10 +157,10 @@ def _at_exit() -> None:
 def _stepped(torch: Any, optimizer: Any) -> None:
     """After an optimizer's step: the clock's steps start and step the profiler."""
     state = STATE
-    if state is None or state.done:
+    if state is None or state.done or state.user_marks:
         return
     with state.lock:
-        if state.done:
+        if state.done or state.user_marks:
             return
         clock = state.clock() if state.clock is not None else None
         if clock is None:  # the first optimizer to step (or the next, once that one is gone)
@@ -167,6 +174,32 @@ def _stepped(torch: Any, optimizer: Any) -> None:
             state.prof.step()
         elif state.seen == state.start_at:
             _start(torch, state)
+
+
+def user_step_begin() -> None:
+    """A step the program marks itself begins: its marks are the clock from now on."""
+    state = STATE
+    if state is not None and not state.user_marks:
+        with state.lock:
+            state.user_marks = True
+            state.clock = None
+
+
+def user_step_end() -> None:
+    """A step the program marked has ended: it ends an iteration, as the clock's step does."""
+    state = STATE
+    if state is None or state.done:
+        return
+    torch = sys.modules.get("torch")
+    with state.lock:
+        if state.done:
+            return
+        state.user_marks = True
+        state.seen += 1
+        if state.prof is not None:
+            state.prof.step()
+        elif state.seen >= state.start_at and torch is not None:
+            _start(torch, state)  # (a program that imports torch late starts it late)
 
 
 def _own_profiler(what: str) -> None:

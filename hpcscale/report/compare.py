@@ -20,6 +20,7 @@ from hpcscale.analysis import compare as cmp
 from hpcscale.analysis.context import TableContext
 from hpcscale.analysis.intervals import note as interval_note
 from hpcscale.analysis.metric import ScalingMetric
+from hpcscale.analysis.overlap import SOURCE, sources_phrase
 from hpcscale.analysis.quality import quality_flags, without_partial_timelines
 from hpcscale.analysis.tables import AXIS_LABELS
 from hpcscale.model.errors import UsageError
@@ -39,6 +40,8 @@ from hpcscale.report.sections.noise import method_text
 from hpcscale.report.sections.quality import NONE_TEXT, quality_section
 from hpcscale.state.paths import workdir as resolve_workdir
 
+COMM_SHARE = "Comm. share of epoch (%)"
+COMM_FROM = "Comm. from"
 DESCRIBED = (*cmp.MATCH_FIELDS, *cmp.WORKLOAD_FIELDS)  # named when they tell campaigns apart
 
 
@@ -277,6 +280,7 @@ def aligned_section(
             "One row per value of the shared axis and combination of the knobs matched; per "
             "campaign its median over repeats (speedup and efficiency against its own baseline).",
             *filter(None, [method_text(aligned)]),
+            *comm_text(aligned),
         ],
         [Table("aligned", "Campaigns side by side", frame, note)],
         plot_if(
@@ -301,9 +305,30 @@ def aligned_table(
         mine = aligned[aligned["campaign"] == n].set_index("row").sort_index()
         for m, heading in HEADINGS.items():
             out[f"{n}: {heading}"] = mine[m].to_numpy()
+        if "comm_share" in mine.columns and mine["comm_share"].notna().any():
+            out[f"{n}: {COMM_SHARE}"] = 100.0 * mine["comm_share"].to_numpy(float)
+            out[f"{n}: {COMM_FROM}"] = mine[SOURCE].to_numpy()
         if mine["flags"].astype(bool).any():
             out[f"{n}: Flags"] = mine["flags"].to_numpy()
     return out
+
+
+def comm_text(aligned: pd.DataFrame) -> list[str]:
+    """What the communication columns are and where each campaign's came from (none without a
+    measured communication figure)."""
+    if "comm_share" not in aligned.columns or not aligned["comm_share"].notna().any():
+        return []
+    said = "; ".join(
+        f"{n}: {sources_phrase(list(rows[SOURCE]), COMM_FROM, 'row')}"
+        for n, rows in aligned[aligned["comm_share"].notna()].groupby("campaign", sort=False)
+    )
+    return [
+        f"{COMM_SHARE}: communication per epoch / epoch time, measured from each campaign's "
+        f"trace, named in its {COMM_FROM} column ({said}). A Horovod timeline and a PyTorch "
+        "profiler trace measure communication with the same meaning (the union in time of the "
+        "collectives), so the two can be read side by side; a campaign without a trace has no "
+        "such column (`collect: {timeline: true}`, then `collect --timeline`)."
+    ]
 
 
 def differences_section(

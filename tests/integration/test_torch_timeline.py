@@ -69,9 +69,14 @@ def _allreduce_bytes(doc: dict[str, Any]) -> int:
     return out
 
 
+SHARED: dict[int, dict[str, Any]] = {}  # one run per session: test_torch_perfetto.py uses it
+
+
 @pytest.fixture(scope="module")
 def traced(tmp_path_factory: pytest.TempPathFactory) -> dict[int, dict[str, Any]]:
     """steps_per_epoch -> its results row (a plain dict) and run directory."""
+    if SHARED:
+        return SHARED
     tmp = tmp_path_factory.mktemp("traced")
     path = tmp / "ddp_traced.yaml"
     path.write_text(CAMPAIGN)
@@ -84,7 +89,8 @@ def traced(tmp_path_factory: pytest.TempPathFactory) -> dict[int, dict[str, Any]
         mp.setenv("HPCSCALE_WORKDIR", env["HPCSCALE_WORKDIR"])
         df = load_results("ddp_traced")
     assert len(df) == 2 and set(df["state"]) == {"COMPLETED"}
-    return {int(r["args.steps_per_epoch"]): r for r in df.to_dict("records")}
+    SHARED.update({int(r["args.steps_per_epoch"]): r for r in df.to_dict("records")})
+    return SHARED
 
 
 def test_each_rank_writes_its_trace_of_the_window(traced: dict[int, dict[str, Any]]) -> None:

@@ -22,6 +22,7 @@ import pandas as pd
 
 from hpcscale.analysis.context import TableContext
 from hpcscale.analysis.derive import derive
+from hpcscale.analysis.overlap import SOURCE, cell_sources
 from hpcscale.analysis.quality import cell_flags, quality_flags
 from hpcscale.analysis.references import Reference, check_references
 from hpcscale.report.metric_labels import relabel_section
@@ -68,6 +69,7 @@ def campaign_report(
     known by its rows alone)."""
     ctx = context or TableContext()
     cells = derive(runs, planned=ctx.planned_frame)
+    cells[SOURCE] = cell_sources(cells, runs)  # which trace each cell's split came from
     flags = quality_flags(runs, ctx, cells)
     cells["flags"] = cell_flags(cells, flags)
     notes: list[str] = []

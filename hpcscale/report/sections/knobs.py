@@ -13,7 +13,7 @@ from hpcscale.analysis.batch import THROUGHPUT, batch_speedups
 from hpcscale.analysis.curves import run_series
 from hpcscale.analysis.frame import normalise
 from hpcscale.analysis.metric import command_rows
-from hpcscale.analysis.overlap import WAITS_SUMMED
+from hpcscale.analysis.overlap import WAITS_SUMMED, row_sources, sources_phrase
 from hpcscale.analysis.studies import MURTHY
 from hpcscale.model.targets import TargetSpec
 from hpcscale.report import figures
@@ -22,11 +22,17 @@ from hpcscale.report.labels import with_setting
 from hpcscale.report.model import Section, Table, plot_if
 from hpcscale.report.sections.noise import comparison_table
 from hpcscale.report.sections.quality import mark_flagged
+from hpcscale.report.sections.sources import source_sentence, with_source
 
 # Table column -> cell column: how a knob table's rows are matched back to their cells.
 OVERLAP_MATCH: dict[str, str] = {
     "Epoch time (s)": "epoch_time_s",
     "Overall communication": "comm_s",
+}
+FUSION_MATCH: dict[str, str] = {
+    **OVERLAP_MATCH,
+    "Cycle time (ms)": "cycle_time_ms",
+    "Fusion buffer (MB)": "fusion_threshold_mb",
 }
 
 
@@ -39,13 +45,17 @@ def overlap_section(cells: pd.DataFrame) -> Section | None:
     timed = sweeps.timed(cells)
     if timed.empty:
         return None
+    sources = row_sources(timed)
     text = [
-        "From the Horovod timeline, per epoch: Computation = T − C (epoch time minus overall "
-        "communication), Only communication = C − W, Overlap % = W / T, where W is wait for data "
-        "and wait for other tensor data unioned in time inside communication (they overlap: "
-        "in a fused batch one tensor waits for the others while another still waits for its "
-        "data, so their sum would count that time twice). The three percentages add up to 100. "
-        "CPU timelines record no waits, so there Only communication = C.",
+        f"From {sources_phrase(sources)}, per epoch: Computation = T − C (epoch time minus "
+        "overall communication), Only communication = C − W, Overlap % = W / T, where W is "
+        "the waits unioned in time inside communication. In a Horovod timeline W is wait for "
+        "data and wait for other tensor data (they overlap: in a fused batch one tensor waits "
+        "for the others while another still waits for its data, so their sum would count that "
+        "time twice); CPU timelines record no waits, so there Only communication = C. In a "
+        "PyTorch profiler trace W is each rank's wait for the others (each collective matched "
+        "across ranks; unknown, and left empty, where no reliable match exists). The three "
+        "percentages add up to 100.",
     ]
     summed = int(timed[WAITS_SUMMED].sum()) if WAITS_SUMMED in timed.columns else 0
     if summed:
@@ -59,7 +69,7 @@ def overlap_section(cells: pd.DataFrame) -> Section | None:
     if whole:
         text.append(
             f"{whole} cell(s) ran a program of your own that gives no epoch times: their "
-            "figures are the whole Horovod timeline (start-up included) divided by the "
+            "figures are the whole trace (start-up included) divided by the "
             "campaign's `epochs`, and with no epoch time T they have no computation or overlap "
             "share; the efficiency section gives their communication share of the timeline."
         )
@@ -77,6 +87,8 @@ def overlap_section(cells: pd.DataFrame) -> Section | None:
         OVERLAP_MATCH,
         ["model", "scaling", "axis_value", "batch_per_rank"],
     )
+    match = {**OVERLAP_MATCH, "Model": "model", tables.axis_label(timed): "axis_value"}
+    table = with_source(table, timed, {**match, "Batch": "batch_per_rank"}, after="Model")
     return Section(
         "overlap",
         "Compute / communication overlap",
@@ -97,19 +109,16 @@ def fusion_section(cells: pd.DataFrame) -> Section | None:
     if rows.empty:
         return None
     table = with_setting(
-        tables.fusion_table(rows),
-        rows,
-        {
-            **OVERLAP_MATCH,
-            "Cycle time (ms)": "cycle_time_ms",
-            "Fusion buffer (MB)": "fusion_threshold_mb",
-        },
-        ["fusion_threshold_mb", "cycle_time_ms"],
+        tables.fusion_table(rows), rows, FUSION_MATCH, ["fusion_threshold_mb", "cycle_time_ms"]
     )
+    table = with_source(table, rows, FUSION_MATCH, after="Fusion buffer (MB)")
     return Section(
         "fusion",
         "Tensor fusion: cycle time x fusion buffer",
-        ["Horovod tensor fusion: HOROVOD_CYCLE_TIME (ms) x HOROVOD_FUSION_THRESHOLD (MB)."],
+        [
+            "Horovod tensor fusion: HOROVOD_CYCLE_TIME (ms) x HOROVOD_FUSION_THRESHOLD (MB).",
+            *source_sentence(rows),
+        ],
         _with_comparisons([Table("fusion", "Cycle time x fusion buffer", table)], rows, "fusion"),
         plot_if("fusion", "Fusion heat map", figures.fusion_heatmap(rows)),
     )
@@ -122,10 +131,14 @@ def precision_section(cells: pd.DataFrame) -> Section | None:
     table = with_setting(
         tables.precision_table(rows), rows, OVERLAP_MATCH, ["fp16_allreduce", "mixed_precision"]
     )
+    table = with_source(table, rows, OVERLAP_MATCH, after="Type")
     return Section(
         "precision",
         "FP16 compression and mixed precision",
-        ["FP16 = Horovod fp16 compression of the gradients; MP = Keras mixed precision."],
+        [
+            "FP16 = Horovod fp16 compression of the gradients; MP = Keras mixed precision.",
+            *source_sentence(rows),
+        ],
         _with_comparisons(
             [Table("precision", "FP16 all-reduce / mixed precision", table)], rows, "precision"
         ),
@@ -142,10 +155,16 @@ def hierarchical_section(cells: pd.DataFrame) -> Section | None:
         {**OVERLAP_MATCH, "Fusion buffer (MB)": "fusion_threshold_mb"},
         ["hierarchical_allreduce", "fusion_threshold_mb"],
     )
+    table = with_source(
+        table, rows, {**OVERLAP_MATCH, "Fusion buffer (MB)": "fusion_threshold_mb"}, "Hierarchical?"
+    )
     return Section(
         "hierarchical",
         "Hierarchical all-reduce",
-        ["HOROVOD_HIERARCHICAL_ALLREDUCE=1 reduces within a node first, then across nodes."],
+        [
+            "HOROVOD_HIERARCHICAL_ALLREDUCE=1 reduces within a node first, then across nodes.",
+            *source_sentence(rows),
+        ],
         _with_comparisons(
             [Table("hierarchical", "Hierarchical all-reduce", table)], rows, "hierarchical"
         ),

@@ -9,6 +9,7 @@ module only lays them out.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Mapping, Sequence
 from numbers import Real
 from typing import Any
@@ -33,7 +34,10 @@ INPUT_BOUND_TEXT = (
 )
 # Tables whose rows are derived cells, marked by `mark_cell_tables` (others call mark_flagged).
 CELL_TABLES: frozenset[str] = frozenset({"scaling", "overhead", "overlap"})
-_CUT_NOTES = ("timeline.json covers", "timeline.json ends in a cut record")
+# The collector's note on a cut trace, whatever its format (hpcscale.collect.run_row's
+# TRUNCATION_NOTE and TRACE_CUT_NOTE: `timeline.json covers ...`, `traces/rank<r>.json[.gz] ends
+# in a cut record ...`): the timeline_truncated flag says the same, so it is folded into it.
+_CUT_NOTE = re.compile(r"\S+ (covers \d+ % of the timed window|ends in a cut record)")
 # Display column -> cell column, for matching a table's rows back to their cells.
 _MATCH: dict[str, str] = {
     "Model": "model",
@@ -56,7 +60,7 @@ def quality_section(
     cut = {f.run_id for f in flags if f.kind == "timeline_truncated"}  # its note said the same
     unreadable = {rid for rid, _ in ctx.unreadable}
     for rid, why in ctx.problems:
-        if rid not in unreadable and not (rid in cut and why.startswith(_CUT_NOTES)):
+        if rid not in unreadable and not (rid in cut and _CUT_NOTE.match(why)):
             rows.append([rid, cell_of(rid), "collect_note", "flagged", why])
     text = [
         "Every run left out of the tables and figures (excluded), or kept but marked in them "

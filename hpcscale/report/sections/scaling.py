@@ -9,9 +9,13 @@ import numpy as np
 import pandas as pd
 
 from hpcscale.analysis import tables
+from hpcscale.analysis.baseline import group_ids
 from hpcscale.analysis.extrapolate import comm_cost, extrapolate, predict_at, refusals
+from hpcscale.analysis.frame import normalise
 from hpcscale.analysis.intervals import note
 from hpcscale.analysis.metric import command_rows, compared_on, strong_rule
+from hpcscale.analysis.overlap import row_sources, sources_phrase
+from hpcscale.analysis.strategies import strategy_names
 from hpcscale.analysis.studies import AHMAD_CAI
 from hpcscale.analysis.sweeps import scaled_groups
 from hpcscale.model.errors import HpcscaleError
@@ -20,6 +24,7 @@ from hpcscale.report import figures
 from hpcscale.report.labels import group_labels, with_setting
 from hpcscale.report.model import Plot, Section, Table, plot_if
 from hpcscale.report.sections.noise import comparison_table, method_text
+from hpcscale.report.sections.sources import FROM, with_source
 from hpcscale.state.claim import file_dir
 
 AXIS_NAMES = {"nodes": "nodes", "ranks": "ranks", "gpus": "GPUs"}
@@ -33,9 +38,17 @@ KARP_FLATT_TEXT = (
 )
 
 
+# Without a trace there is no communication figure: where each framework's trace comes from.
+NO_SHARE_TEXT = (
+    " No communication share is measured without a trace (a Horovod timeline for Horovod runs, "
+    "PyTorch profiler traces for DDP runs): record it with `collect: {timeline: true}` in the "
+    "campaign and read it with `collect --timeline`."
+)
+COMM_ANY = "_comm_measured"  # a cell's communication figure, per epoch or over its span
+STRATEGY, SHARE = "_strategy_name", "_comm_share_pct"  # the overhead table's, per cell
 SPAN_SHARE_TEXT = (
     "A program without epoch times (your own, with no steps.json) has no epoch to divide by: its "
-    "share is communication over the Horovod timeline's span, from its first recorded event to "
+    "share is communication over its trace's span, from its first recorded event to "
     "its last, start-up included, in a column of its own."
 )
 
@@ -124,6 +137,22 @@ def efficiency_section(cells: pd.DataFrame) -> Section | None:
     if scaled.empty:
         return None
     overhead = tables.overhead_table(scaled)
+    table = with_karp_flatt(overhead, scaled)
+    span = tables.COMM_SPAN_SHARE_LABEL
+    axis = tables.axis_label(scaled)
+    table = with_source(
+        table,
+        _comm_rows(scaled),
+        {
+            "Model": "model",
+            "Strategy": STRATEGY,
+            axis: "axis_value",
+            "Efficiency": "efficiency",
+            tables.COMM_SHARE_LABEL: SHARE,
+        },
+        after=span if span in table.columns else tables.COMM_SHARE_LABEL,
+        measured=COMM_ANY,
+    )
     text = [
         strong_rule(scaled) + " Weak scaling is judged on throughput: efficiency = "
         "X_N / (N·X₁), with N the scale relative to the baseline.",
@@ -143,7 +172,7 @@ def efficiency_section(cells: pd.DataFrame) -> Section | None:
                 "Scaling loss (Ahmad & Cai's overhead), measured communication and efficiency"
                 if _comm_measured(overhead)
                 else "Scaling loss (Ahmad & Cai's overhead) and efficiency",
-                with_karp_flatt(overhead, scaled),
+                table,
                 interval_note(scaled, ("speedup", "efficiency")),
             )
         ],
@@ -172,13 +201,27 @@ def _comm_share_text(overhead: pd.DataFrame, cells: pd.DataFrame) -> str:
     """What the measured communication share is, or, with none, where one would come from: a
     user's own program is not said to be Horovod's."""
     if tables.COMM_SHARE_LABEL in overhead and overhead[tables.COMM_SHARE_LABEL].notna().any():
+        said = sources_phrase(row_sources(_comm_rows(cells), COMM_ANY))
         return (
-            " The measured communication share beside it is communication per epoch from the "
-            "Horovod timeline / epoch time."
+            " The measured communication share beside it is communication per epoch from "
+            f"{said} / epoch time."
         )
     if _comm_measured(overhead) or bool(command_rows(cells).all()):  # span share: its own text
         return ""
-    return " No communication share is measured without a Horovod timeline (`collect --timeline`)."
+    return NO_SHARE_TEXT
+
+
+def _comm_rows(cells: pd.DataFrame) -> pd.DataFrame:
+    """The cells with COMM_ANY (a measured communication figure, per epoch or over the span),
+    and the overhead table's Strategy and share as it computes them (to match its rows)."""
+    span = cells.get("comm_span_share", pd.Series(np.nan, index=cells.index))
+    return cells.assign(
+        **{
+            COMM_ANY: cells["comm_s"].fillna(span),
+            STRATEGY: strategy_names(cells),
+            SHARE: 100.0 * cells["comm_s"] / cells["epoch_time_s"],
+        }
+    )
 
 
 def with_karp_flatt(table: pd.DataFrame, scaled: pd.DataFrame) -> pd.DataFrame:
@@ -262,16 +305,35 @@ def extrapolation_section(
             "Filled markers: measured; dashed: fitted law; open markers and band: predictions.",
         )
     if not cost.empty:
+        bw_from = bandwidth_sources(runs, cost, axis)
         text.append(
             "Communication cost model: per step, a ring all-reduce sends 2M(P−1)/P bytes per "
             "process and a parameter server moves 2M(P−1) bytes through its link (M = model "
-            "bytes from the parameter count); times use the bus bandwidth measured from the "
-            "timeline (the largest measured size's bandwidth beyond it)."
+            "bytes from the parameter count); times use the bus bandwidth measured from "
+            f"{sources_phrase(bw_from, per='row')} (the largest measured size's bandwidth "
+            "beyond it)."
         )
-        tabs.append(
-            Table("comm_cost", "Ring all-reduce vs parameter server", tables.comm_cost_table(cost))
-        )
+        table = tables.comm_cost_table(cost)
+        if len({s for s in bw_from if s}) > 1:  # rows in the cost frame's order
+            table.insert(list(table.columns).index("Bandwidth (GB/s)") + 1, FROM, bw_from)
+        tabs.append(Table("comm_cost", "Ring all-reduce vs parameter server", table))
     return Section("extrapolation", "Extrapolation (predictions)", text, tabs, plots)
+
+
+def bandwidth_sources(runs: pd.DataFrame, cost: pd.DataFrame, axis: str) -> list[str]:
+    """Per cost row, the trace its bus bandwidth came from: its group's runs that measured one
+    (comm_cost's groups: group_ids of the normalised runs); "" where the row has none."""
+    norm = normalise(runs)
+    gid = group_ids(norm, axis)
+    per_group: dict[int, list[str]] = {}
+    for g, src in zip(gid, row_sources(norm, "bus_bandwidth_gbs"), strict=True):
+        per_group.setdefault(int(g), []).append(src)
+    said = {g: " + ".join(dict.fromkeys(s for s in v if s)) for g, v in per_group.items()}
+    bw = cost["bandwidth_gbs"].to_numpy(float)
+    return [
+        said.get(int(g), "") if np.isfinite(b) else ""
+        for g, b in zip(cost["group"], bw, strict=True)
+    ]
 
 
 def system_max_nodes(system: str | None, campaign_dir: Path) -> int | None:

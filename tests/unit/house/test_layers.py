@@ -207,12 +207,20 @@ DEFERRED_FOR_STARTUP = {
         "hpcscale.collect.split",
         "hpcscale.collect.traces.horovod",
         "hpcscale.collect.traces.horovod.perfetto",
+        "hpcscale.collect.traces.torch.perfetto",
         "hpcscale.report.build",
         "hpcscale.report.compare",
         "hpcscale.report.data",
         "hpcscale.report.fmt",
         "hpcscale.report.labels",
     )
+}
+
+# every command imports cli.complete (its options name the callbacks); only a completion needs
+# the API (issue 28: `hpcscale report` and `--version` paid for every command's imports)
+DEFERRED_FOR_STARTUP |= {
+    ("hpcscale.cli.complete", m): "the API at start-up"
+    for m in ("hpcscale.api", "hpcscale.model.system")
 }
 
 

@@ -12,7 +12,10 @@ Layout in a run directory (what whoever starts the profiler must write):
 e.g. `torch.profiler.profile(schedule=..., on_trace_ready=lambda p:
 p.export_chrome_trace(f"{run_dir}/traces/rank{rank}.json"))`. The rank is taken from the
 trace's own `distributedInfo.rank` where it says one, else from the file name. Only the last
-window's trace is kept per rank (a second export overwrites the first).
+window's trace is kept per rank (a second export overwrites the first). A rank with two files
+keeps one (the finished one, else the first by name) and files of ranks outside the run's world
+(an earlier, larger attempt's) are left out: both said in the summary's `notes` (reader.py says
+what else is said there, and what is left out rather than guessed).
 
 Modules, one way: reader (TraceReader, summary) -> waits (cross-rank match), measure (compute
 time against small sets) -> rank (one file's events folded into intervals) -> stream

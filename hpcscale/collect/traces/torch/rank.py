@@ -36,6 +36,7 @@ DTYPE_BYTES = {
     "float32": 4, "float64": 8, "float16": 2, "c10::float8_e4m3fn": 1, "c10::float8_e5m2": 1,
 }  # fmt: skip
 OTHER, WORK, NAMED = 3, 1, 2  # kinds of span (non-zero: a cache hit is truthy)
+_NO_NAMES: dict[str, int] = {}  # a category not seen yet (never written to)
 
 
 class CommArgs(msgspec.Struct, gc=False):
@@ -161,7 +162,7 @@ class RankTrace:
     work: dict[int | str, SortedUnion] = field(default_factory=dict)
     kernels: dict[int | str, SortedUnion] = field(default_factory=dict)
     gpu: bool = False
-    kinds: dict[tuple[str, str], int] = field(default_factory=dict)
+    kinds: dict[str, dict[str, int]] = field(default_factory=dict)  # cat -> name -> kind
     tid: int | str | None = None
 
     @property
@@ -227,12 +228,15 @@ class RankTrace:
     def fold(self, batch: list[Event]) -> None:
         """One batch: its time stamps as arrays; the few named spans (steps, collectives,
         kernels) one by one; every other span of the work categories into its thread's union."""
-        xs = [e for e in batch if e.ph == "X"]
-        meta = sum(1 for e in batch if e.ph == "M")
+        phs = [e.ph for e in batch]  # one pass: counted in C, filtered only where needed
+        meta, n = phs.count("M"), phs.count("X")
         self.metadata += meta
         self.events += len(batch) - meta
-        if not xs:
+        if not n:
             return
+        xs = (
+            batch if n == len(batch) else [e for e, ph in zip(batch, phs, strict=True) if ph == "X"]
+        )
         t0 = _ns(np.array([e.ts for e in xs], np.float64))
         dur = np.rint(np.array([e.dur for e in xs], np.float64) * 1000)
         t1 = t0 + np.maximum(dur, 0).astype(np.int64)
@@ -243,9 +247,10 @@ class RankTrace:
             lo, hi = int(t0[real].min()), int(t1[real].max())
             self.first_ns = lo if self.first_ns is None else min(self.first_ns, lo)
             self.last_ns = hi if self.last_ns is None else max(self.last_ns, hi)
-        cache, kind_of = self.kinds, self._kind
+        cache, kind_of, none = self.kinds, self._kind, _NO_NAMES
+        # by cat, then name: no (cat, name) tuple made per event
         kind = np.array(
-            [cache.get((e.cat, e.name)) or kind_of(e.cat, e.name) for e in xs], np.int64
+            [cache.get(e.cat, none).get(e.name) or kind_of(e.cat, e.name) for e in xs], np.int64
         )
         work = kind == WORK
         kernels: dict[int | str, list[int]] = {}
@@ -283,7 +288,7 @@ class RankTrace:
             k = NAMED
         else:
             k = WORK if cat in WORK_CATS else OTHER
-        self.kinds[(cat, name)] = k
+        self.kinds.setdefault(cat, {})[name] = k
         return k
 
     def finish(self) -> None:

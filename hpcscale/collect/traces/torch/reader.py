@@ -5,6 +5,26 @@ rank whose steps.json the exact split uses): `category_us["comm"]` the union of 
 spans, `comm_intervals` that union on its axis (µs since `start_time_since_epoch_us`, Kineto's
 `baseTimeNanoseconds`), waits from the cross-rank match (`waits`); the extra fields say what
 only a profiler trace knows: compute, overlap and exposed communication, per step and per rank.
+Horovod's own categories (negotiate, wait_for_data, queue, memcpy, transport: UNKNOWN_CATEGORIES)
+have no counterpart in a profiler trace: they are unknown (None in JSON, NaN in the table),
+never 0.
+
+What is damaged or missing is said in `notes` (the collector adds them to the row's notes),
+and left out where the arithmetic cannot support it:
+- rank 0's trace missing: the figures are the lowest rank present's, said so and `figures_rank`
+  names it; the exact split (rank 0's steps.json against the figures' communication) is left
+  out by the collector, as it would pair one rank's steps with another's clock.
+- two files for one rank (`rank1.json` and `rank1.json.gz`, a `.tmp` beside a finished file, or
+  two files whose `distributedInfo.rank` agree): one is read, the finished one, else the first
+  by name; the others are named in a note. Files of ranks the run does not have (`ranks`, or a
+  `distributedInfo.world_size` other than the run's: an earlier, larger attempt's) are ignored,
+  named in a note.
+- an allreduce span without a size: the bytes (and so the bus bandwidth) are left out, with a
+  note of how many were sized; never a partial sum.
+- no time of ts 0 in a rank's trace (no `baseTimeNanoseconds`, no Unix time stamps): the timed
+  window cannot be placed on it, so its figures cover its whole trace (the profiler's own
+  window), said so; for rank 0 `window_us` stays None and the collector says the same.
+- events that are not an event's shape are skipped and counted (`bad_records`), said so.
 """
 
 from __future__ import annotations
@@ -36,15 +56,39 @@ def _us(ns: int) -> int:
 
 def rank_files(trace_dir: Path) -> dict[int, tuple[Path, bool]]:
     """rank -> (its file, whether only a `.tmp` of it exists); a finished file beats a .tmp."""
-    out: dict[int, tuple[Path, bool]] = {}
+    return trace_files(trace_dir)[0]
+
+
+def _prefer(p: Path) -> tuple[bool, str]:
+    """The order a rank's files are preferred in: finished first, then by name."""
+    return p.name.endswith(".tmp"), p.name
+
+
+def trace_files(
+    trace_dir: Path, ranks: int | None = None
+) -> tuple[dict[int, tuple[Path, bool]], list[str]]:
+    """rank -> (its file, whether it is a `.tmp`), by file name, and notes on the files left
+    out: a rank's other files (the finished one wins, else the first by name) and files of
+    ranks outside `ranks` (an earlier, larger attempt's)."""
+    found: dict[int, list[Path]] = {}
     for p in sorted(trace_dir.iterdir()):
         m = FILE.match(p.name)
-        if not m or not p.is_file():
+        if m and p.is_file():
+            found.setdefault(int(m.group(1)), []).append(p)
+    out: dict[int, tuple[Path, bool]] = {}
+    notes: list[str] = []
+    for r, paths in sorted(found.items()):
+        if ranks is not None and r >= ranks:
+            names = ", ".join(p.name for p in paths)
+            notes.append(f"{names}: rank {r} but the run has {ranks} ranks (an earlier "
+                         "attempt's?): ignored")  # fmt: skip
             continue
-        r, tmp = int(m.group(1)), m.group(3) is not None
-        if r not in out or (out[r][1] and not tmp):
-            out[r] = (p, tmp)
-    return out
+        paths.sort(key=_prefer)
+        out[r] = (paths[0], paths[0].name.endswith(".tmp"))
+        if len(paths) > 1:
+            others = ", ".join(p.name for p in paths[1:])
+            notes.append(f"rank {r} has several files: {paths[0].name} read, {others} ignored")
+    return out, notes
 
 
 @dataclass
@@ -54,8 +98,17 @@ class TorchTraceSummary(TimelineSummary):
     `waits_known` False: `waits_us`, `waits_in_comm_us` are 0 only as placeholders and
     `rank_waits_us` holds None (see `waits_unknown_why`)."""
 
+    UNKNOWN_CATEGORIES: ClassVar[tuple[str, ...]] = (
+        "negotiate", "wait_for_data", "wait_for_other_tensor_data", "queue", "memcpy",
+        "transport", "other",
+    )  # fmt: skip
+
     device: str = "cpu"
     files: int = 0
+    notes: list[str] = field(default_factory=list)
+    figures_rank: int = 0  # whose trace the figures are: 0 unless rank 0's is missing
+    bytes_known: bool = True  # every allreduce span in the window has a size
+    allreduce_sized: int = 0  # how many of them have one
     compute_us: int = 0
     overlap_us: int = 0
     exposed_comm_us: int = 0
@@ -65,11 +118,20 @@ class TorchTraceSummary(TimelineSummary):
     per_rank: dict[int, dict[str, int | None]] = field(default_factory=dict)
     steps: list[dict[str, Any]] = field(default_factory=list)
 
+    def bus_bandwidth_gbs(self) -> float | None:
+        """None unless every allreduce's size is known (no bandwidth from a partial count)."""
+        return super().bus_bandwidth_gbs() if self.bytes_known else None
+
     def as_json(self, top: int = 10) -> dict[str, Any]:
         out = super().as_json(top)
+        out.update({f"{c}_s": None for c in self.UNKNOWN_CATEGORIES})
+        if not self.bytes_known:
+            out["allreduce_bytes"] = out["bytes_per_allreduce"] = None
         out.update(
             source="PyTorch profiler",
             device=self.device,
+            notes=self.notes,
+            figures_rank=self.figures_rank,
             compute_s=self.compute_us / 1e6,
             overlap_s=self.overlap_us / 1e6,
             exposed_comm_s=self.exposed_comm_us / 1e6,
@@ -101,30 +163,56 @@ def _split(
     return compute.length(whole), comm_ns, both, comm_ns - both
 
 
-def _window(rt: RankTrace, window_unix_us: tuple[int, int] | None) -> tuple[int, int] | None:
-    """A Unix-epoch µs window on the rank's own axis (ns), None without a window or a known
-    time of ts 0 (Kineto's baseTimeNanoseconds, or Unix µs time stamps in older traces)."""
+def _base_ns(rt: RankTrace) -> int | None:
+    """The Unix time of the rank's ts 0, ns: Kineto's baseTimeNanoseconds, or 0 where its ts
+    are Unix µs (older traces); None where the trace does not say."""
     base = rt.base_time_ns
     if base is None and rt.first_ns is not None and rt.first_ns >= UNIX_US * 1000:
         base = 0
+    return base
+
+
+def _window(rt: RankTrace, window_unix_us: tuple[int, int] | None) -> tuple[int, int] | None:
+    """A Unix-epoch µs window on the rank's own axis (ns), None without a window or a known
+    time of ts 0 (Kineto's baseTimeNanoseconds, or Unix µs time stamps in older traces)."""
+    base = _base_ns(rt)
     if window_unix_us is None or base is None:
         return None
     return window_unix_us[0] * 1000 - base, window_unix_us[1] * 1000 - base
+
+
+def _world_of(rt: RankTrace) -> int | None:
+    world = rt.stream.header.distributed.get("world_size")
+    return world if isinstance(world, int) and not isinstance(world, bool) else None
+
+
+def _foreign(rt: RankTrace, rank: int, ranks: int | None) -> str | None:
+    """Why a trace is not of this run's world (None: it is): a rank or world size the run
+    does not have (an earlier attempt's file)."""
+    world = _world_of(rt)
+    if ranks is not None and world is not None and world != ranks:
+        return f"written by a world of {world} ranks, the run has {ranks}"
+    if ranks is not None and rank >= ranks:
+        return f"rank {rank} but the run has {ranks} ranks"
+    return None
 
 
 def summarise(
     trace_dir: Path, *, ranks: int | None = None, window_unix_us: tuple[int, int] | None = None
 ) -> TorchTraceSummary:
     """Every rank's trace under `trace_dir`, folded; the figures are rank 0's (the lowest
-    rank present), the waits every rank's. Raises TraceError where no file is a trace."""
-    files = rank_files(trace_dir)
+    rank present, said so in `notes`), the waits every rank's. `ranks`: the run's world size,
+    where known (files of other ranks are left out). Raises TraceError where no file is a
+    trace."""
+    files, notes = trace_files(trace_dir, ranks)
     if not files:
         raise TraceError(f"no rank<r>.json[.gz] under {trace_dir}")
     traces: dict[int, RankTrace] = {}
     per_rank: dict[int, dict[str, int | None]] = {}
     first: tuple[int, Compute] | None = None  # the lowest rank's compute, for its steps
     tmp_any = False
-    for r, (p, tmp) in files.items():
+    # finished files first: a rank two files claim (distributedInfo.rank) keeps the finished one
+    for r, (p, tmp) in sorted(files.items(), key=lambda kv: (kv[1][1], kv[0])):
         try:
             rt = read_rank(p)
         except TraceError as exc:
@@ -134,7 +222,20 @@ def summarise(
             raise TraceError(f"{p.name}: {exc}") from exc
         rt.stream.truncated |= tmp
         rank = rt.rank if rt.rank is not None else r
+        why = _foreign(rt, rank, ranks)
+        if why is not None:
+            notes.append(f"{p.name}: {why} (an earlier attempt's?): ignored")
+            continue
+        if rank in traces:
+            notes.append(f"{p.name} and {traces[rank].path.name} both hold rank {rank}: "
+                         f"{traces[rank].path.name} read")  # fmt: skip
+            continue
         traces[rank] = rt
+        if window_unix_us is not None and _base_ns(rt) is None:
+            notes.append(
+                f"{p.name}: no baseTimeNanoseconds (nor Unix time stamps): the timed window "
+                "cannot be placed on it, its figures cover its whole trace"
+            )
         # measured now and let go, so one rank's busy time is held at a time (and rank 0's)
         compute = Compute(*rt.busy_and_calls())
         rt.drop_busy()
@@ -152,13 +253,15 @@ def summarise(
         raise TraceError("no readable rank trace")
     r0, compute0 = first
     t0 = traces[r0]
-    base_ns = t0.base_time_ns
-    if base_ns is None and t0.first_ns is not None and t0.first_ns >= UNIX_US * 1000:
-        base_ns = 0
+    if r0 != 0:
+        notes.append(
+            f"no trace of rank 0: the figures are rank {r0}'s (its own clock and steps), "
+            "no exact split"
+        )
+    base_ns = _base_ns(t0)
     start_us = None if base_ns is None else base_ns // 1000
     window_ns = _window(t0, window_unix_us)
-    world = t0.stream.header.distributed.get("world_size")
-    world = world if isinstance(world, int) else None
+    world = ranks if ranks is not None else _world_of(t0)
     waits = match(traces, world)
 
     def clip(x: iv.Intervals) -> iv.Intervals:
@@ -181,9 +284,10 @@ def summarise(
         size_bytes=sum(rt.stream.size_bytes for rt in traces.values()),
         format="kineto-json",
         device="gpu" if t0.gpu else "cpu",
-        files=len(files),
+        files=len(traces),
         start_time_since_epoch_us=start_us,
     )
+    s.figures_rank = r0
     s.events = sum(rt.events for rt in traces.values())
     s.metadata = sum(rt.metadata for rt in traces.values())
     lo, hi = t0.first_ns, t0.last_ns
@@ -199,6 +303,11 @@ def summarise(
     s.overlap_us = per_rank[r0]["overlap_us"] or 0
     s.exposed_comm_us = per_rank[r0]["exposed_comm_us"] or 0
     _collectives(s, t0, window_ns, waits.per_rank[r0] if waits.per_rank else None)
+    if not s.bytes_known:
+        notes.append(
+            f"{s.allreduce_sized} of {s.allreduce_tensors} allreduce spans carry a size: "
+            "allreduce bytes and bus bandwidth left out"
+        )
     s.waits_known = waits.per_rank is not None
     s.waits_unknown_why = waits.why
     if s.waits_known:
@@ -206,21 +315,24 @@ def summarise(
         s.waits_in_comm_us = _us(iv.sum_lengths(iv.intersection(waits0, comm0)))
         s.last_ready = {r: n for r, n in (waits.shortest or {}).items() if n}
         s.ticks = waits.matched
-    s.rank_waits_us = {r: d["waits_us"] for r, d in per_rank.items()}
-    s.per_rank = per_rank
+    s.rank_waits_us = {r: d["waits_us"] for r, d in sorted(per_rank.items())}
+    s.per_rank = dict(sorted(per_rank.items()))
     s.steps = _steps(t0, compute0, comm0, window_ns, waits0 if s.waits_known else None)
-    s.ranks = ranks if ranks is not None else (world or len(files))
+    s.ranks = ranks if ranks is not None else (world or len(traces))
     s.truncated = any(rt.stream.truncated for rt in traces.values()) or tmp_any
     s.bad_records = sum(rt.stream.bad_events for rt in traces.values())
+    if s.bad_records:
+        notes.append(f"{s.bad_records} events not of an event's shape: skipped")
     s.window_us = (
         None if window_ns is None or start_us is None
         else (window_unix_us[0] - start_us, window_unix_us[1] - start_us)  # type: ignore[index]
     )  # fmt: skip
+    s.notes = notes
     return s
 
 
 def _collectives(
-    s: TimelineSummary,
+    s: TorchTraceSummary,
     rt: RankTrace,
     window_ns: tuple[int, int] | None,
     waits: list[tuple[Any, int]] | None,
@@ -237,7 +349,10 @@ def _collectives(
     ar = [c for c in inside if op_of(c.name) == "allreduce"]
     s.allreduce_us = _us(iv.length([(max(c.t0, lo), min(c.t1, hi)) for c in ar]))
     known = [c.bytes for c in ar if c.bytes >= 0]
-    s.allreduce_bytes, s.allreduce_tensors = sum(known), len(known)
+    s.allreduce_tensors, s.allreduce_sized = len(ar), len(known)
+    # a partial sum would under-count the bytes and the bandwidth: none unless all are sized
+    s.bytes_known = len(known) == len(ar)
+    s.allreduce_bytes = sum(known) if s.bytes_known else 0
     if waits is not None:
         wait_of = {id(c): w for c, w in waits}
         rows = [(max(c.t0 + wait_of.get(id(c), 0), lo), min(c.t1, hi)) for c in ar]

@@ -9,8 +9,12 @@ the batch undecodable: the batch is then split at every candidate cut and neighb
 joined until each decodes, so a wrong cut costs time, never an event. The keys before the array
 (and after it, where an older torch puts them) are small and decoded whole.
 
+An event that is whole JSON but not an event's shape (a `ts` that is a string, say) is skipped
+and counted (`bad_events`): whole JSON tells it apart from a false cut, so one bad event costs
+one event and the batch around it decodes as usual (no piece grows behind it).
+
 A killed job leaves the array unterminated (or a cut last event): what decodes is returned and
-`truncated` says the rest is missing. An event that never decodes holds the rest back until
+`truncated` says the rest is missing. A piece that is never whole JSON holds the rest back until
 MAX_EVENT bytes pile up behind it: the file is then no trace (TraceError).
 """
 
@@ -52,6 +56,7 @@ class Event(msgspec.Struct, gc=False):
 BATCH = msgspec.json.Decoder(list[Event])
 ONE = msgspec.json.Decoder(Event)
 ANY = msgspec.json.Decoder()
+WHOLE = msgspec.json.Decoder(msgspec.Raw)  # checks a piece is whole JSON, builds nothing
 DECODE_ERRORS = (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError)
 # the end of an event that another follows: `}` then `,` (whitespace between, any layout)
 CUT = re.compile(rb"\}\s*,")
@@ -158,8 +163,10 @@ def iter_batches(path: Path, st: Stream, chunk_size: int | None = None) -> Itera
                 if len(buf) > MAX_EVENT:
                     raise TraceError(f"no event boundary in {MAX_EVENT} bytes")
                 continue
-            events, back = _decode(buf[: cut + 1])
+            events, back = _decode(buf[: cut + 1], st)
             buf = back + buf[cut + 1 :]
+            if len(back) > MAX_EVENT:
+                raise TraceError(f"no decodable event in {MAX_EVENT} bytes")
             if events:
                 yield events
 
@@ -177,9 +184,10 @@ def _last_cut(buf: bytes) -> int | None:
     return None
 
 
-def _decode(body: bytes) -> tuple[list[Event], bytes]:
+def _decode(body: bytes, st: Stream) -> tuple[list[Event], bytes]:
     """A run of whole events `{...}, ..., {...}`: one decode, or piece by piece when a cut
-    fell inside an event; what does not decode yet (an event cut by a false cut) goes back."""
+    fell inside an event or an event is not an event's shape (skipped, counted in `st`); what
+    does not decode yet (an event cut by a false cut) goes back."""
     try:
         return BATCH.decode(b"[" + body + b"]"), b""
     except DECODE_ERRORS:
@@ -187,16 +195,28 @@ def _decode(body: bytes) -> tuple[list[Event], bytes]:
     out: list[Event] = []
     start = 0
     for m in CUT.finditer(body):
-        try:
-            out.append(ONE.decode(body[start : m.start() + 1]))
+        if _one(body[start : m.start() + 1], out, st):
             start = m.end()
-        except DECODE_ERRORS:
-            continue  # a cut inside the event: join it with the next piece
-    try:
-        out.append(ONE.decode(body[start:]))
+        # else a cut inside the event: join it with the next piece
+    if _one(body[start:], out, st):
         return out, b""
+    return out, body[start:]
+
+
+def _one(piece: bytes, out: list[Event], st: Stream) -> bool:
+    """Decode one piece into `out`; False where it is no whole JSON value (a false cut). A
+    whole value that is not an event's shape is skipped and counted: it is done with."""
+    try:
+        out.append(ONE.decode(piece))
+        return True
     except DECODE_ERRORS:
-        return out, body[start:]
+        pass
+    try:  # msgspec checks types as it parses: a cut piece can fail on a type before its end
+        WHOLE.decode(piece)
+    except DECODE_ERRORS:
+        return False
+    st.bad_events += 1
+    return True
 
 
 def _tail(buf: bytes, st: Stream) -> Iterator[list[Event]]:

@@ -19,6 +19,7 @@ GPU stream, calls and spans that do not pair up, or ranks disagreeing on a step'
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from dataclasses import dataclass
 
 from hpcscale.collect.traces.torch.rank import Coll, RankTrace
@@ -70,13 +71,20 @@ def _ordered(rt: RankTrace) -> list[tuple[Coll, int]] | str:
 
 def _keyed(rt: RankTrace, ordered: list[tuple[Coll, int]]) -> dict[Key, Coll]:
     """(step, index in step) for each collective, by where its order was fixed."""
-    steps = rt.steps
+    steps = rt.steps  # sorted by start, disjoint (finish): the step at `at` by bisection
+    starts = [t0 for _, t0, _, _ in steps]
     out: dict[Key, Coll] = {}
     count: dict[int | None, int] = {}
     for c, at in ordered:
-        step = next((n for n, t0, t1, _ in steps if t0 <= at < t1), None) if steps else None
-        if steps and step is None:
-            continue  # enqueued outside every profiled step (the window's edges)
+        step = None
+        if steps:
+            i = bisect_right(starts, at) - 1
+            if i >= 0 and at < steps[i][2]:
+                step = steps[i][0]
+            else:  # overlapping steps (never from one profiler) or none: the slow way
+                step = next((n for n, t0, t1, _ in steps if t0 <= at < t1), None)
+            if step is None:
+                continue  # enqueued outside every profiled step (the window's edges)
         k = count.get(step, 0)
         count[step] = k + 1
         out[(step, k)] = c
