@@ -288,6 +288,7 @@ def _timeline_columns(
             if cov == cov
             else f"{name} ends in a cut record (job killed?)"
         )
+    _per_step(row, s)
     per_epoch = NAN if epochs is None else max(epochs, 1)
     # a category the format cannot know (Horovod's own, in a profiler trace) is unknown, not 0
     unknown = getattr(s, "UNKNOWN_CATEGORIES", ())
@@ -345,6 +346,28 @@ def _span_share(s: TimelineSummary, name: str, notes: list[str]) -> float:
         notes.append(f"{name}: communication exceeds its span ({share:.3g}x): no share")
         return NAN
     return share
+
+
+PER_STEP = {
+    "compute_per_step_s": "compute_us",
+    "comm_per_step_s": "comm_us",
+    "overlap_per_step_s": "overlap_us",
+    "exposed_comm_per_step_s": "exposed_comm_us",
+}
+
+
+def _per_step(row: dict[str, Any], s: TimelineSummary) -> None:
+    """A profiler trace's figures per traced step (the mean over the steps with anything in
+    them, as `_traced_steps` counts them): what a window shorter than the run can say, where
+    its per-epoch columns must stay empty. A trace without step markers leaves them empty."""
+    steps = [x for x in getattr(s, "steps", None) or () if x.get("compute_us") or x.get("comm_us")]
+    if not steps:
+        return
+    row["traced_steps"] = len(steps)
+    for col, key in PER_STEP.items():
+        values = [x.get(key) for x in steps]
+        known = [float(v) for v in values if v is not None]
+        row[col] = sum(known) / len(known) / 1e6 if len(known) == len(values) else NAN
 
 
 def _traced_steps(s: TimelineSummary) -> int | None:

@@ -274,7 +274,27 @@ TIMELINE_TERMS = _terms(
         help="a run without steps.json (a program of your own): communication / the timeline's "
         "span, first to last recorded event, start-up included (0-1)",
     ),
-)
+    # A profiler trace's window (collect.trace_window): rank 0's traced steps, each its
+    # ProfilerStep span, averaged; never scaled up to an epoch (the per-epoch columns stay
+    # empty when the window holds fewer steps than the run timed)
+    Term("traced_steps", "int", "Traced steps", help="steps inside the profiler trace's window"),
+    Term(
+        "compute_per_step_s", "float", "Compute per traced step", "s",
+        "mean over the traced steps: time inside the step with compute running",
+    ),
+    Term(
+        "comm_per_step_s", "float", "Communication per traced step", "s",
+        "mean over the traced steps: the union of the step's collective spans",
+    ),
+    Term(
+        "overlap_per_step_s", "float", "Overlapped communication per traced step", "s",
+        "mean over the traced steps: communication while compute runs",
+    ),
+    Term(
+        "exposed_comm_per_step_s", "float", "Exposed communication per traced step", "s",
+        "mean over the traced steps: communication while no compute runs",
+    ),
+)  # fmt: skip
 # The exact view sweeps rank 0's step spans against the timeline's communication: named by what
 # it measures (on synchronous runs communication inside a step is not hidden behind compute).
 EXACT_TERMS = _terms(

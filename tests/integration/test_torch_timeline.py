@@ -130,6 +130,14 @@ def test_a_shorter_window_gives_per_step_figures_only(
         assert math.isnan(row[col]), col  # no per-epoch figure scaled up from the window
     assert row["allreduce_bytes_per_step"] == _allreduce_bytes(doc) / STEPS > 0
     assert row["span_s"] > 0
+    # what the window can say: per traced step, rank 0's gloo spans unioned here (the profiler
+    # recorded only the window's steps), over the 3 steps; 1 µs of rounding per span and step
+    assert row["traced_steps"] == STEPS
+    spans = _gloo_spans(doc)
+    assert abs(row["comm_per_step_s"] * 1e6 - _union_us(spans) / STEPS) <= len(spans) + STEPS
+    assert row["compute_per_step_s"] > 0
+    split = row["overlap_per_step_s"] + row["exposed_comm_per_step_s"]
+    assert abs(split - row["comm_per_step_s"]) <= 1e-6 * STEPS
     _, notes = run_row(Path(row["run_dir"]), timeline=True)
     assert any("holds 3 of the 8 timed steps: per-step figures only" in n for n in notes), notes
 
