@@ -19,7 +19,7 @@ from hpcscale.analysis.context import TableContext
 from hpcscale.analysis.quality import Flag
 from hpcscale.collect.run_row import _timeline_columns
 from hpcscale.collect.traces.torch import summarise
-from hpcscale.collect.traces.torch.stream import Stream, iter_batches
+from hpcscale.collect.traces.torch.stream import Stream, TraceError, iter_batches
 from hpcscale.formats.run_record import RunRecord
 from hpcscale.report.sections.quality import quality_section
 from tests.unit.collect.test_torch_trace import BASE_NS, RANK0, RANK1, START_US, trace, write, x
@@ -147,6 +147,33 @@ def test_files_of_an_earlier_larger_world_are_ignored(tmp_path: Path) -> None:
     s = summarise(tmp_path / "traces", ranks=2)
     assert s.rank_waits_us == {0: None}  # rank 1's trace is not this run's: no match
     assert any("rank1.json: written by a world of 4 ranks, the run has 2" in n for n in s.notes)
+
+
+def test_when_no_trace_is_this_runs_the_error_says_why(tmp_path: Path) -> None:
+    # every file from a 4-rank world (HTA's sampled ranks of a larger job, or an earlier
+    # attempt's): nothing to read, and the error names each file and its reason
+    write(tmp_path, 0, RANK0, world=4)
+    write(tmp_path, 1, RANK1, world=4)
+    with pytest.raises(TraceError) as err:
+        summarise(tmp_path / "traces", ranks=2)
+    text = str(err.value)
+    assert text.startswith("no readable rank trace")
+    for name in ("rank0.json", "rank1.json"):
+        assert f"{name}: written by a world of 4 ranks, the run has 2" in text
+
+
+def test_no_rank_file_names_what_the_directory_holds(tmp_path: Path) -> None:
+    # a trace copied in under its own name (HTA's rank-0.json.gz, a profiler's default name)
+    traces = tmp_path / "traces"
+    traces.mkdir()
+    (traces / "rank-0.json.gz").write_bytes(b"")
+    (traces / "host_123.pt.trace.json").write_text("{}")
+    with pytest.raises(TraceError, match=r"it holds host_123\.pt\.trace\.json, rank-0\.json\.gz"):
+        summarise(traces, ranks=2)
+    for name in list(traces.iterdir()):
+        name.unlink()
+    with pytest.raises(TraceError, match=r"\(it is empty\)"):
+        summarise(traces, ranks=2)
 
 
 # ---------------------------------------------------------------- 4: unsized collectives

@@ -197,6 +197,19 @@ def _foreign(rt: RankTrace, rank: int, ranks: int | None) -> str | None:
     return None
 
 
+def _found(trace_dir: Path, shown: int = 5) -> str:
+    """What the directory holds instead (a trace copied in under another name is the usual
+    cause), for the error that finds no rank file."""
+    try:
+        names = sorted(p.name for p in trace_dir.iterdir())
+    except OSError:
+        return ""
+    if not names:
+        return " (it is empty)"
+    more = f" and {len(names) - shown} more" if len(names) > shown else ""
+    return f" (it holds {', '.join(names[:shown])}{more})"
+
+
 def summarise(
     trace_dir: Path, *, ranks: int | None = None, window_unix_us: tuple[int, int] | None = None
 ) -> TorchTraceSummary:
@@ -206,7 +219,7 @@ def summarise(
     trace."""
     files, notes = trace_files(trace_dir, ranks)
     if not files:
-        raise TraceError(f"no rank<r>.json[.gz] under {trace_dir}")
+        raise TraceError(f"no rank<r>.json[.gz] under {trace_dir}{_found(trace_dir)}")
     traces: dict[int, RankTrace] = {}
     per_rank: dict[int, dict[str, int | None]] = {}
     first: tuple[int, Compute] | None = None  # the lowest rank's compute, for its steps
@@ -249,8 +262,8 @@ def summarise(
         }
         if first is None or rank < first[0]:
             first = (rank, compute)
-    if not traces or first is None:
-        raise TraceError("no readable rank trace")
+    if not traces or first is None:  # what was left out, and why, is the whole answer
+        raise TraceError("; ".join(["no readable rank trace", *notes]))
     r0, compute0 = first
     t0 = traces[r0]
     if r0 != 0:
