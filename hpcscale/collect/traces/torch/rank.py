@@ -8,6 +8,8 @@ What the events mean (torch 2.13, Kineto; see the package docstring for the layo
   `cpu_op` and `user_annotation` spans, less those calls, are its forward, backward and
   optimizer work. `ProfilerStep#N` spans on it are the steps.
 - GPU / NCCL: `kernel` events named `nccl*` are communication, every other kernel compute.
+  Memory copies and sets (`gpu_memcpy`, `gpu_memset`) are neither: they are data movement,
+  not the model's arithmetic (on one of HTA's traces counting them would add 20 % to compute).
 
 Times become integer ns (Kineto writes µs with three decimals) so unions are exact.
 """
