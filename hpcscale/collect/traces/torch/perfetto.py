@@ -33,18 +33,12 @@ from hpcscale.collect.split import Steps
 from hpcscale.collect.traces.horovod.perfetto import step_events
 from hpcscale.collect.traces.torch.reader import TRACE_DIR, UNIX_US, rank_files
 from hpcscale.collect.traces.torch.stream import (
-    CHUNK_SIZE,
     CUT,
-    EVENTS_KEY,
-    HEAD_LIMIT,
-    MAX_EVENT,
     WS,
     Stream,
     TraceError,
-    _last_cut,
-    _read,
     _top_keys,
-    open_trace,
+    cut_events,
 )
 from hpcscale.formats.atomic import _temp_beside as temp_beside
 
@@ -111,49 +105,17 @@ def iter_event_dicts(
     path: Path, st: Stream, chunk_size: int | None = None
 ) -> Iterator[list[dict[str, Any]]]:
     """The events of `path` as dicts with every key, a batch at a time, in file order: the
-    stream module's cutting (stream.iter_batches), decoded whole instead of into its Event.
+    stream module's cutting (stream.cut_events), decoded whole instead of into its Event.
     Raises TraceError for a file that is no Kineto trace, OSError when unreadable."""
-    st.size_bytes = path.stat().st_size
-    size = chunk_size or CHUNK_SIZE
-    with open_trace(path) as f:
-        buf = b""
-        while True:  # the header, up to the array
-            chunk = _read(f, size, st)
-            buf += chunk
-            m = EVENTS_KEY.search(buf)
-            if m:
-                _top_keys(buf[: m.start()], st.header)
-                buf = buf[m.end() :]
-                break
-            if not chunk or len(buf) > HEAD_LIMIT:
-                raise TraceError("no traceEvents array (not a Kineto trace)")
-        eof = False
-        while True:
-            if not eof:
-                chunk = _read(f, size, st)
-                eof = not chunk
-                buf += chunk
-            buf = buf.lstrip(WS + b",")
-            if buf.startswith(b"]"):
-                _top_keys(buf[1:] + (b"" if eof else _read(f, HEAD_LIMIT, st)), st.header)
-                return
-            if eof:
-                events, closed = _last(buf, st)
-                if events:
-                    yield events
-                st.truncated |= not closed  # an unterminated array or a cut last event
-                return
-            cut = _last_cut(buf)
-            if cut is None:
-                if len(buf) > MAX_EVENT:
-                    raise TraceError(f"no event boundary in {MAX_EVENT} bytes")
-                continue
-            events, back = _decode(buf[: cut + 1], st)
-            buf = back + buf[cut + 1 :]
-            if len(back) > MAX_EVENT:
-                raise TraceError(f"no decodable event in {MAX_EVENT} bytes")
-            if events:
-                yield events
+    return cut_events(path, st, _decode, _tail, chunk_size)
+
+
+def _tail(buf: bytes, st: Stream) -> Iterator[list[dict[str, Any]]]:
+    """The file's last events; a file whose array never closed after them was cut."""
+    events, closed = _last(buf, st)
+    st.truncated |= not closed  # an unterminated array or a cut last event
+    if events:
+        yield events
 
 
 def _decode(body: bytes, st: Stream) -> tuple[list[dict[str, Any]], bytes]:

@@ -23,12 +23,14 @@ from __future__ import annotations
 import gzip
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, TypeVar
 
 import msgspec
+
+T = TypeVar("T")  # what one decoded event is: an Event (the reader) or a dict (the merge)
 
 CHUNK_SIZE = 1 << 20  # 1 MB: as fast as larger pieces, and the peak stays ~15 MB above import
 # No event comes near this; a file that grows a piece this long without a cut is not a trace.
@@ -131,6 +133,20 @@ def _read(f: IO[bytes], n: int, st: Stream) -> bytes:
 def iter_batches(path: Path, st: Stream, chunk_size: int | None = None) -> Iterator[list[Event]]:
     """The events of `path` in file order, a batch at a time; `st` gets the header and the
     problems. Raises TraceError for a file that is no Kineto trace, OSError when unreadable."""
+    return cut_events(path, st, _decode, _tail, chunk_size)
+
+
+def cut_events(
+    path: Path,
+    st: Stream,
+    decode: Callable[[bytes, Stream], tuple[list[T], bytes]],
+    tail: Callable[[bytes, Stream], Iterator[list[T]]],
+    chunk_size: int | None = None,
+) -> Iterator[list[T]]:
+    """The one cutting of a trace's event array into runs of whole events, in bounded memory:
+    `decode` turns a run `{...}, ..., {...}` into events (and gives back what does not decode
+    yet), `tail` the file's last bytes after the final cut (its `]` and closing keys, or a cut
+    file). The reader decodes into `Event`, the merge (perfetto.py) into whole dicts."""
     st.size_bytes = path.stat().st_size
     chunk_size = chunk_size or CHUNK_SIZE
     with open_trace(path) as f:
@@ -156,14 +172,14 @@ def iter_batches(path: Path, st: Stream, chunk_size: int | None = None) -> Itera
                 _top_keys(buf[1:] + (b"" if eof else _read(f, HEAD_LIMIT, st)), st.header)
                 return
             if eof:
-                yield from _tail(buf, st)
+                yield from tail(buf, st)
                 return
             cut = _last_cut(buf)
             if cut is None:
                 if len(buf) > MAX_EVENT:
                     raise TraceError(f"no event boundary in {MAX_EVENT} bytes")
                 continue
-            events, back = _decode(buf[: cut + 1], st)
+            events, back = decode(buf[: cut + 1], st)
             buf = back + buf[cut + 1 :]
             if len(back) > MAX_EVENT:
                 raise TraceError(f"no decodable event in {MAX_EVENT} bytes")
