@@ -1,12 +1,18 @@
 """What the harness costs: images/s of a bare TF2 + Horovod DCGAN loop (written plainly below) vs
 the same networks through jobs/train.py, at 1 and 2 ranks, and what turning the Horovod timeline
-on costs at 2 ranks. All in one run, configurations interleaved and repeated.
+on costs at 2 ranks.
 
-Other jobs on a shared machine only ever slow an epoch down, so each configuration is summarised
-by its fastest epoch over all repeats (wall clock: images/s), and, steadier under contention, by
-images per second of rank 0's process CPU time (`cpu` figures). Ends with ONE JSON line.
+Estimator (bench/overhead_stats.py, shared with bench/torch_harness_overhead.py): each round
+runs the configurations of one rank count back to back (np1: bare, harness; np2: bare, harness,
+timeline), in reverse order every other round so a drift of the machine hits all alike; each run
+counts as the median of its epochs after the warm-up epoch; a ratio (`npN_ratio` harness / bare,
+`timeline_ratio` timeline / harness) is the median over rounds of the per-round ratios, with a
+distribution-free 95 % confidence interval (`npN_ci`: order statistics of the ratios,
+binomial), the same for CPU time (`npN_cpu_ratio`, images per second of rank 0's process CPU
+time). `max_lost_pct` is 1 - the worst rank count's median ratio, in %, and
+`max_lost_ci_high_pct` the upper bound of that loss. Ends with ONE JSON line.
 
-    python bench/harness_overhead.py [--repeats 3] [--epochs 8] [--steps 10]
+    python bench/harness_overhead.py [--pairs 10] [--epochs 6] [--steps 10]
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from interleave import Interleaved
+from overhead_stats import Paired, fields, lost, median
 
 REPO = Path(__file__).resolve().parents[1]
 TRAIN = REPO / "jobs" / "train.py"
@@ -130,9 +136,10 @@ def measure(
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--bare", action="store_true", help="internal: run the bare loop (one rank)")
-    p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--epochs", type=int, default=8)
-    p.add_argument("--steps", type=int, default=10)
+    p.add_argument("--pairs", type=int, default=10, help="rounds of paired runs per rank count")
+    p.add_argument("--epochs", type=int, default=6, help="per run, warm-up included")
+    p.add_argument("--warmup-epochs", type=int, default=1, help="per run, left out")
+    p.add_argument("--steps", type=int, default=10, help="per epoch")
     p.add_argument("--batch", type=int, default=16)
     p.add_argument("--image-size", type=int, default=32)
     p.add_argument("--width", type=int, default=32)
@@ -141,31 +148,35 @@ def main() -> None:
     if args.bare:
         bare(args)
         return
-    configs = [("bare", 1), ("harness", 1), ("bare", 2), ("harness", 2), ("timeline", 2)]
+    if args.pairs < 1 or args.epochs <= args.warmup_epochs:
+        p.error("need --pairs >= 1 and --epochs > --warmup-epochs")
+    groups = [[("bare", 1), ("harness", 1)], [("bare", 2), ("harness", 2), ("timeline", 2)]]
     started, load0 = time.monotonic(), os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="hpcscale-bench-") as tmp:
-        runs = Interleaved(configs, args.repeats, lambda k, n: measure(k, n, args, Path(tmp)))
-    best, ratio = runs.best, runs.ratio
+        runs = Paired(
+            groups, args.pairs, lambda k, n: measure(k, n, args, Path(tmp)), args.warmup_epochs
+        )
 
     result: dict[str, object] = {
         "bench": "harness_overhead",
         "model": f"dcgan {args.image_size}px width {args.width} batch/rank {args.batch}",
+        "estimator": "median over rounds of harness/bare (per-run median epoch), order-stat CI",
+        "pairs": args.pairs,
         "epochs_per_run": args.epochs,
+        "warmup_epochs": args.warmup_epochs,
         "steps_per_epoch": args.steps,
-        "repeats": args.repeats,
     }
+    walls = []
     for np in (1, 2):
-        result[f"np{np}_bare_ips"] = best("bare", np)
-        result[f"np{np}_harness_ips"] = best("harness", np)
-        result[f"np{np}_ratio"] = ratio(("harness", np), ("bare", np))
-        result[f"np{np}_cpu_ratio"] = ratio(("harness", np), ("bare", np), per_cpu=True)
-    result["np2_timeline_ips"] = best("timeline", 2)
-    result["timeline_ratio"] = ratio(("timeline", 2), ("harness", 2))
-    result["timeline_cpu_ratio"] = ratio(("timeline", 2), ("harness", 2), per_cpu=True)
-    result["max_lost_pct"] = round(
-        100 * (1 - min(float(result["np1_ratio"]), float(result["np2_ratio"]))), 2
-    )
-    result["target_lost_pct"] = 3.0
+        wall, cpu = runs.compare(("harness", np), ("bare", np))
+        walls.append(wall)
+        result[f"np{np}_bare_ips"] = runs.typical(("bare", np))
+        result[f"np{np}_harness_ips"] = runs.typical(("harness", np))
+        result.update(fields(f"np{np}_", wall, cpu))
+    result["np2_timeline_ips"] = runs.typical(("timeline", 2))
+    result.update(fields("timeline_", *runs.compare(("timeline", 2), ("harness", 2))))
+    result.update(lost(walls, 3.0))
+    result["run_s_median"] = round(median(runs.run_s), 1)
     result["loadavg_start_end"] = [round(load0, 2), round(os.getloadavg()[0], 2)]
     result["wall_s"] = round(time.monotonic() - started, 1)
     print(json.dumps(result))

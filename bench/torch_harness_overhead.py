@@ -1,15 +1,36 @@
-"""What the PyTorch DDP harness costs: images/s of a bare DDP DCGAN loop (written plainly below)
-vs the same networks, batch and steps through jobs/torch/train.py, at 1 and 2 ranks under
-mpirun, as bench/harness_overhead.py measures the Horovod harness. All in one run,
-configurations interleaved and repeated.
+"""What the PyTorch DDP harness costs (issue #31: at most 3 %): images/s of a bare DDP DCGAN loop
+(written plainly below) vs the same networks, batch and steps through jobs/torch/train.py, at 1
+and 2 ranks under mpirun, as bench/harness_overhead.py measures the Horovod harness.
 
 Both join the process group the same way (jobs/torch/dist.py: rank from Open MPI's variables,
 the store on 127.0.0.1, gloo); what is compared is the training loop around the same DDP step.
-Other jobs on a shared machine only ever slow an epoch down, so each configuration is summarised
-by its fastest epoch over all repeats (wall clock: images/s), and, steadier under contention, by
-images per second of rank 0's process CPU time (`cpu` figures). Ends with ONE JSON line.
 
-    python bench/torch_harness_overhead.py [--repeats 3] [--epochs 8] [--steps 10]
+Estimator (bench/overhead_stats.py, shared with the Horovod bench). On the idle 2-core machine
+the bare loop alone moves by ~8 % from one launch to the next, so the best epoch of each side
+over a few repeats cannot resolve 3 %. Instead:
+- a pair is one bare run and one harness run of the same rank count, back to back, bare first
+  in odd pairs and harness first in even ones (a drift of the machine hits both sides alike);
+  `--pairs` pairs per rank count;
+- a run counts as the median of its epochs after the first `--warmup-epochs` (images/s by wall
+  clock, and images per second of rank 0's process CPU time); an epoch is its steps, as
+  metrics.json's `images_per_s`: what the harness does between epochs (the loss all-reduce, its
+  log line) and after the last (weights digest, files) is not in the figure;
+- per rank count the overhead is the median over pairs of harness / bare (`npN_ratio`, by CPU
+  time `npN_cpu_ratio`), with a distribution-free 95 % confidence interval for that median
+  (`npN_ci`, `npN_cpu_ci`): sorted ratios x(1) <= ... <= x(n), [x(k), x(n+1-k)] with the largest
+  k whose coverage 1 - 2 P(Binomial(n, 1/2) <= k - 1) is >= 95 % (10 pairs: x(2)..x(9), 97.9 %;
+  `npN_ci_coverage`);
+- `max_lost_pct` = (1 - the worst rank count's median ratio) x 100; `max_lost_ci_high_pct` its
+  upper bound (the largest 1 - CI low over rank counts); `verdict`: "met" when that upper
+  bound is <= `target_pct` (3), "not met" when some rank count's whole CI lies below
+  1 - 3 %, else "unresolved" (run more pairs: `--pairs 20`, x(6)..x(15), takes about 20
+  minutes); "too few pairs" under 6 pairs, whose CI covers less than 95 % (a smoke run).
+  `max_cpu_lost_pct` likewise by CPU time.
+
+The issue's figure, on an otherwise idle machine (about 10 minutes on 2 cores: 40 launches of
+~15 s each); ends with ONE JSON line:
+
+    .venv/bin/python bench/torch_harness_overhead.py --pairs 10 --epochs 6 --steps 16
 """
 
 from __future__ import annotations
@@ -24,11 +45,14 @@ import tempfile
 import time
 from pathlib import Path
 
-from interleave import Interleaved
+from overhead_stats import Paired, fields, lost, median
 
 REPO = Path(__file__).resolve().parents[1]
 TRAIN = REPO / "jobs" / "torch" / "train.py"
 MPIRUN = ["mpirun", "--oversubscribe", "--allow-run-as-root", "--bind-to", "none"]
+RANKS = (1, 2)
+PAIRS, EPOCHS, STEPS = 10, 6, 16  # the defaults: the issue's figure (see the docstring)
+TARGET_PCT = 3.0  # issue #31: the harness loses at most 3 % against the bare loop
 MPI_ENV = ["-x", "MASTER_ADDR", "-x", "MASTER_PORT", "-x", "OMP_NUM_THREADS"]
 
 
@@ -138,9 +162,10 @@ def measure(
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--bare", action="store_true", help="internal: run the bare loop (one rank)")
-    p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--epochs", type=int, default=8)
-    p.add_argument("--steps", type=int, default=10)
+    p.add_argument("--pairs", type=int, default=PAIRS, help="bare/harness pairs per rank count")
+    p.add_argument("--epochs", type=int, default=EPOCHS, help="per run, warm-up included")
+    p.add_argument("--warmup-epochs", type=int, default=1, help="per run, left out")
+    p.add_argument("--steps", type=int, default=STEPS, help="per epoch")
     p.add_argument("--batch", type=int, default=16)
     p.add_argument("--image-size", type=int, default=32)
     p.add_argument("--width", type=int, default=32)
@@ -149,33 +174,39 @@ def main() -> None:
     if args.bare:
         bare(args)
         return
-    configs = [("bare", 1), ("harness", 1), ("bare", 2), ("harness", 2)]
+    if args.pairs < 1 or args.epochs <= args.warmup_epochs:
+        p.error("need --pairs >= 1 and --epochs > --warmup-epochs")
+    groups = [[("bare", np), ("harness", np)] for np in RANKS]
     started, load0 = time.monotonic(), os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="hpcscale-bench-") as tmp:
-        runs = Interleaved(configs, args.repeats, lambda k, n: measure(k, n, args, Path(tmp)))
-    best, ratio = runs.best, runs.ratio
+        runs = Paired(
+            groups, args.pairs, lambda k, n: measure(k, n, args, Path(tmp)), args.warmup_epochs
+        )
 
     result: dict[str, object] = {
         "bench": "torch_harness_overhead",
         "model": f"dcgan {args.image_size}px width {args.width} batch/rank {args.batch}",
         "launcher": "mpirun",
         "backend": "gloo",
+        "estimator": "median over pairs of harness/bare (per-run median epoch), order-stat CI",
+        "pairs": args.pairs,
         "epochs_per_run": args.epochs,
+        "warmup_epochs": args.warmup_epochs,
         "steps_per_epoch": args.steps,
-        "repeats": args.repeats,
     }
-    for np in (1, 2):
-        result[f"np{np}_bare_ips"] = best("bare", np)
-        result[f"np{np}_harness_ips"] = best("harness", np)
-        result[f"np{np}_ratio"] = ratio(("harness", np), ("bare", np))
-        result[f"np{np}_cpu_ratio"] = ratio(("harness", np), ("bare", np), per_cpu=True)
-    result["max_lost_pct"] = round(
-        100 * (1 - min(float(result["np1_ratio"]), float(result["np2_ratio"]))), 2
-    )
-    result["max_cpu_lost_pct"] = round(
-        100 * (1 - min(float(result["np1_cpu_ratio"]), float(result["np2_cpu_ratio"]))), 2
-    )
-    result["target_lost_pct"] = 3.0
+    walls, cpus = [], []
+    for np in RANKS:
+        wall, cpu = runs.compare(("harness", np), ("bare", np))
+        walls.append(wall)
+        cpus.append(cpu)
+        result[f"np{np}_bare_ips"] = runs.typical(("bare", np))
+        result[f"np{np}_harness_ips"] = runs.typical(("harness", np))
+        result.update(fields(f"np{np}_", wall, cpu))
+    result.update(lost(walls, TARGET_PCT))
+    cpu_lost = lost(cpus, TARGET_PCT)
+    result["max_cpu_lost_pct"] = cpu_lost["max_lost_pct"]
+    result["max_cpu_lost_ci_high_pct"] = cpu_lost["max_lost_ci_high_pct"]
+    result["run_s_median"] = round(median(runs.run_s), 1)
     result["loadavg_start_end"] = [round(load0, 2), round(os.getloadavg()[0], 2)]
     result["wall_s"] = round(time.monotonic() - started, 1)
     print(json.dumps(result))
