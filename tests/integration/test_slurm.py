@@ -78,12 +78,28 @@ if os.environ.get("SLURM_PROCID", "0") == "0":
 print("stand-in done on", os.environ["SLURMD_NODENAME"])
 '''
 
+# The same stand-in's plain case (write metrics.json, exit 0) for /bin/sh, the profile's
+# `python` in the 1,010-task test, which is about the array split: its jobs' CPU (sacct
+# TotalCPU) falls from 210 s with the Python stand-in (a start of this venv's Python and its
+# site-packages in every task) to 86 s, on a 2-core machine.
+SH_STAND_IN = """\
+# Stand-in for jobs/train.py, run by /bin/sh: metrics.json and exit 0.
+while [ $# -gt 0 ]; do
+  if [ "$1" = --run-dir ]; then run_dir=$2; fi
+  shift
+done
+if [ "${SLURM_PROCID:-0}" = 0 ]; then
+  printf '{"ranks": %d, "node": "%s"}' "$SLURM_NTASKS" "$SLURMD_NODENAME" > "$run_dir/metrics.json"
+fi
+echo "stand-in done on $SLURMD_NODENAME"
+"""
 
-def stand_in_system(tmp_path: Path, **overrides: object) -> Path:
+
+def stand_in_system(tmp_path: Path, program: str = STAND_IN, **overrides: object) -> Path:
     """The shipped slurm-local profile with `jobs_dir` pointing at the stand-in."""
     jobs = tmp_path / "jobs"
     jobs.mkdir(exist_ok=True)
-    (jobs / "train.py").write_text(STAND_IN)
+    (jobs / "train.py").write_text(program)
     spec = yaml.safe_load((SHIPPED_DIR / "slurm-local.yaml").read_text())
     # stand-ins measure nothing: their runs go at once, not one at a time as slurm-local's do
     spec.update({"name": "slurm-test", "jobs_dir": str(jobs), "max_parallel": None, **overrides})
@@ -407,12 +423,15 @@ def test_killed_node_fails_its_run_and_resubmit_finishes_the_campaign(
 ) -> None:
     """One run per node (4 cores each); the slurmd of one run's node is killed while it runs:
     that run ends NODE_FAIL (the cluster has JobRequeue=0), the other completes, and
-    `resubmit --failed` finishes the campaign once the node is back."""
+    `resubmit --failed` finishes the campaign once the node is back. The victim's first
+    attempt sleeps 45 s, well past the ~10-20 s SLURM takes to call a dead slurmd's node down;
+    the survivor's 20 s, enough to be seen running beside it when the slurmd is killed (the
+    test waited for a 45 s survivor after the victim had failed)."""
     camp = campaign(
         tmp_path,
         "nodefail",
-        {"layout": ["1x4"], "batch": [4, 8]},
-        args={"sleep": 45, "sleep_once": "yes"},
+        {"layout": ["1x4"], "args.sleep": [45, 20]},
+        args={"sleep_once": "yes"},
         cores_per_node=4,
     )
     hpcscale("submit", str(camp), check=True)
@@ -423,8 +442,10 @@ def test_killed_node_fails_its_run_and_resubmit_finishes_the_campaign(
             break
         assert time.monotonic() < deadline, rows
         time.sleep(0.5)
-    victim, survivor = rows
-    assert victim["nodelist"] != survivor["nodelist"]
+    sleeps = [json.loads((Path(r["run_dir"]) / "run.json").read_text())["args"]["sleep"]
+              for r in rows]  # fmt: skip
+    victim, survivor = rows if sleeps == [45, 20] else rows[::-1]
+    assert sorted(sleeps) == [20, 45] and victim["nodelist"] != survivor["nodelist"]
     cluster = LocalCluster(slurm_cluster.state_dir)
     procs.stop([cluster.records()[f"slurmd-{victim['nodelist']}"]])
     try:
@@ -524,7 +545,8 @@ def test_over_max_array_size_goes_in_as_several_arrays_that_complete(
     conf = slurm_run(slurm_cluster.env, "scontrol", "show", "config").stdout
     assert re.search(r"^MaxArraySize\s*=\s*1001$", conf, re.M)
     batches = {"batch": list(range(1, 1011))}
-    camp = campaign(tmp_path, "wide", batches, cores_per_node=1, srun_mpi="none")
+    camp = campaign(tmp_path, "wide", batches, program=SH_STAND_IN, python="/bin/sh",
+                    cores_per_node=1, srun_mpi="none")  # fmt: skip
     proc = hpcscale("submit", str(camp), check=True)
     assert "1010 run(s) submitted, 0 skipped, 0 rejected" in proc.stdout
     deadline = time.monotonic() + 1500
