@@ -36,6 +36,7 @@ import numpy.typing as npt
 import pandas as pd
 
 from hpcscale.analysis.frame import normalise
+from hpcscale.model.registry import TRACE_READERS
 
 OVERLAP_COLUMNS: tuple[str, ...] = (
     "compute_s",
@@ -148,11 +149,13 @@ def row_sources(rows: pd.DataFrame, measured: str = "comm_s") -> list[str]:
 
 
 def sources_phrase(sources: list[str], column: str = "From", per: str = "cell") -> str:
-    """The trace(s) in words, for a section's text: "the Horovod timeline", "the PyTorch
-    profiler traces", or both, with "(the From column says which per cell)" when mixed."""
-    names = {"Horovod timeline": "the Horovod timeline", "PyTorch profiler": "the PyTorch "
-             "profiler traces", UNKNOWN_SOURCE: "the run's trace (which kind was not recorded: "
-             "results collected before `trace_source`)"}  # fmt: skip
+    """The trace(s) in words, for a section's text: each format's phrase (its registry line,
+    e.g. "the Horovod timeline"), "or" between them and "(the From column says which per
+    cell)" when mixed."""
+    names = {line.label: line.phrase for line in TRACE_READERS.values()}
+    names[UNKNOWN_SOURCE] = (
+        "the run's trace (which kind was not recorded: results collected before `trace_source`)"
+    )
     found = list(dict.fromkeys(s for s in sources if s))
     if not found:
         return "the run's trace"

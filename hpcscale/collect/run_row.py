@@ -16,7 +16,8 @@ from hpcscale.collect.rates import throughput
 from hpcscale.collect.readers.command_row import CommandProblem, read_command_run
 from hpcscale.collect.split import Steps, exact_split, load_steps
 from hpcscale.collect.traces import reader_for
-from hpcscale.collect.traces.horovod import NO_COLLECTIVES, TimelineSummary
+from hpcscale.collect.traces.base import TraceSummary
+from hpcscale.collect.traces.horovod import NO_COLLECTIVES
 from hpcscale.formats.exit_record import read_exit_record
 from hpcscale.formats.metrics import Metrics, load_metrics
 from hpcscale.formats.run_record import RunRecord, load_run_record
@@ -254,7 +255,7 @@ def _timeline_columns(
     except trace.errors as exc:
         return [*notes, f"{name} unreadable: {exc}"]
     row["trace_source"] = trace.label  # the figures below are this trace's
-    notes += [f"{name}: {n}" for n in getattr(s, "notes", ())]  # what the reader left out
+    notes += [f"{name}: {n}" for n in s.notes]  # what the reader left out
     counts = steps_file  # its counts of epochs and steps hold even where it cannot be placed
     if window is not None and s.window_us is None and not s.empty:
         notes.append("timeline has no start time: whole timeline used, no exact view")
@@ -278,7 +279,7 @@ def _timeline_columns(
     if s.empty:
         notes.append(f"{name}: {NO_COLLECTIVES}")
     _coverage(row, s, steps_file)
-    if row["timeline_truncated"] and getattr(s, "steps", None) is not None:  # a profiler's
+    if row["timeline_truncated"] and s.steps is not None:  # a profiler's: a window of steps
         notes.append(TRACE_CUT_NOTE.format(name=name))
     elif row["timeline_truncated"]:
         cov = row["timeline_coverage"]
@@ -291,14 +292,13 @@ def _timeline_columns(
     _per_step(row, s)
     per_epoch = NAN if epochs is None else max(epochs, 1)
     # a category the format cannot know (Horovod's own, in a profiler trace) is unknown, not 0
-    unknown = getattr(s, "UNKNOWN_CATEGORIES", ())
     for key in ("comm", "negotiate", "wait_for_data", "wait_for_other_tensor_data"):
-        row[f"{key}_s"] = NAN if key in unknown else s.seconds(key) / per_epoch
+        row[f"{key}_s"] = NAN if key in s.UNKNOWN_CATEGORIES else s.seconds(key) / per_epoch
     for key in ("transport", "queue", "memcpy"):
-        row[f"{key}_s"] = NAN if key in unknown else s.seconds(key) / per_epoch
+        row[f"{key}_s"] = NAN if key in s.UNKNOWN_CATEGORIES else s.seconds(key) / per_epoch
     # the two waits unioned in time, inside communication (hpcscale.analysis.overlap)
     row["waits_in_comm_s"] = s.waits_in_comm_us / 1e6 / per_epoch
-    if not getattr(s, "waits_known", True):  # a profiler trace without a reliable match
+    if not s.waits_known:  # a profiler trace without a reliable match
         for key in ("wait_for_data_s", "wait_for_other_tensor_data_s", "waits_in_comm_s"):
             row[key] = NAN
         notes.append(f"{name}: waits unknown ({s.waits_unknown_why}): wait columns left empty")
@@ -309,9 +309,8 @@ def _timeline_columns(
         )
     row["span_s"] = s.span_us / 1e6
     row["comm_span_share"] = _span_share(s, name, notes) if steps_file is None else NAN
-    bytes_known = getattr(s, "bytes_known", True)  # False: some allreduce had no size
-    row["allreduce_bytes_per_step"] = (
-        NAN if steps is None or not bytes_known else s.allreduce_bytes / max(steps, 1)
+    row["allreduce_bytes_per_step"] = (  # bytes unknown: some allreduce had no size
+        NAN if steps is None or not s.bytes_known else s.allreduce_bytes / max(steps, 1)
     )
     bw = s.bus_bandwidth_gbs()
     row["bus_bandwidth_gbs"] = NAN if bw is None else bw
@@ -320,7 +319,7 @@ def _timeline_columns(
     row["straggler_rank"] = NAN if strag is None else strag[0]
     # the exact split pairs rank 0's steps.json with the figures' communication: not with
     # another rank's (rank 0's trace missing), whose clock and steps are its own
-    rank0 = getattr(s, "figures_rank", 0) == 0
+    rank0 = s.figures_rank == 0
     if (
         steps_file is not None
         and s.start_time_since_epoch_us is not None
@@ -336,7 +335,7 @@ def _timeline_columns(
     return notes
 
 
-def _span_share(s: TimelineSummary, name: str, notes: list[str]) -> float:
+def _span_share(s: TraceSummary, name: str, notes: list[str]) -> float:
     """Communication over the timeline's span: the only share a run without epoch times can
     have. Collectives are unioned in time, so more than the span is a damaged timeline."""
     if s.span_us <= 0 or s.empty:
@@ -356,11 +355,11 @@ PER_STEP = {
 }
 
 
-def _per_step(row: dict[str, Any], s: TimelineSummary) -> None:
+def _per_step(row: dict[str, Any], s: TraceSummary) -> None:
     """A profiler trace's figures per traced step (the mean over the steps with anything in
     them, as `_traced_steps` counts them): what a window shorter than the run can say, where
     its per-epoch columns must stay empty. A trace without step markers leaves them empty."""
-    steps = [x for x in getattr(s, "steps", None) or () if x.get("compute_us") or x.get("comm_us")]
+    steps = [x for x in s.steps or () if x.get("compute_us") or x.get("comm_us")]
     if not steps:
         return
     row["traced_steps"] = len(steps)
@@ -370,17 +369,16 @@ def _per_step(row: dict[str, Any], s: TimelineSummary) -> None:
         row[col] = sum(known) / len(known) / 1e6 if len(known) == len(values) else NAN
 
 
-def _traced_steps(s: TimelineSummary) -> int | None:
+def _traced_steps(s: TraceSummary) -> int | None:
     """How many steps a profiler trace holds inside the timed window (its ProfilerStep
     markers with anything in them: those outside the window are empty); None for a trace
     without step markers (a Horovod timeline, which covers the whole run)."""
-    steps = getattr(s, "steps", None)
-    if not steps:
+    if not s.steps:
         return None
-    return sum(1 for x in steps if x.get("compute_us") or x.get("comm_us"))
+    return sum(1 for x in s.steps if x.get("compute_us") or x.get("comm_us"))
 
 
-def _coverage(row: dict[str, Any], s: TimelineSummary, steps: Steps | None) -> None:
+def _coverage(row: dict[str, Any], s: TraceSummary, steps: Steps | None) -> None:
     """`timeline_coverage`: the fraction of the timed window (steps.json) up to the timeline's
     last time stamp; `timeline_truncated`: a cut last record, or an end before the last timed
     step began. Without steps.json only a cut record can tell, nor for a profiler trace (step
@@ -392,5 +390,5 @@ def _coverage(row: dict[str, Any], s: TimelineSummary, steps: Steps | None) -> N
     end = s.last_ts_us if s.last_ts_us is not None else lo
     row["timeline_coverage"] = min(max((end - lo) / max(hi - lo, 1), 0.0), 1.0)
     last_step_us = int(steps.start_unix_ns.max() // 1000) - s.start_time_since_epoch_us
-    if end < last_step_us and getattr(s, "steps", None) is None:
+    if end < last_step_us and s.steps is None:
         row["timeline_truncated"] = True

@@ -32,10 +32,32 @@ FRAMEWORKS: dict[str, FrameworkLine] = {
     "tf_distribute": FrameworkLine("hpcscale.frameworks.tf_distribute:TFDistribute", "mirrored"),
     "torch_ddp": FrameworkLine("hpcscale.frameworks.torch_ddp:TorchDDP", "torch_ddp"),
 }
-# a trace format: a package under hpcscale/collect/traces/ with its TraceReader
-TRACE_READERS: dict[str, str] = {
-    "horovod": "hpcscale.collect.traces.horovod.reader:HorovodTimeline",
-    "torch": "hpcscale.collect.traces.torch.reader:TorchProfilerTrace",
+
+
+@dataclass(frozen=True)
+class TraceLine:
+    """A trace format: its TraceReader ("module:Class", a package under
+    hpcscale/collect/traces/), what the report calls the figures it gave (the `trace_source`
+    column's value, the "From" columns: the reader's `label`), and the same in a sentence.
+    Here, not in the reader, so that analysis and report word a source without importing
+    collect."""
+
+    where: str
+    label: str
+    phrase: str
+
+
+TRACE_READERS: dict[str, TraceLine] = {
+    "horovod": TraceLine(
+        "hpcscale.collect.traces.horovod.reader:HorovodTimeline",
+        "Horovod timeline",
+        "the Horovod timeline",
+    ),
+    "torch": TraceLine(
+        "hpcscale.collect.traces.torch.reader:TorchProfilerTrace",
+        "PyTorch profiler",
+        "the PyTorch profiler traces",
+    ),
 }
 
 

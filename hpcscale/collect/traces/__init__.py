@@ -6,6 +6,7 @@ hpcscale.model.registry.TRACE_READERS; a framework names the format its runs wri
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from hpcscale.frameworks import for_cell
@@ -17,7 +18,7 @@ if TYPE_CHECKING:
 
 def reader(name: str) -> TraceReader:
     """The trace reader registered under `name` (imported on first use)."""
-    return load(TRACE_READERS[name])()  # type: ignore[no-any-return]
+    return load(TRACE_READERS[name].where)()  # type: ignore[no-any-return]
 
 
 def reader_for(strategy: str, command: bool) -> TraceReader | None:
@@ -25,3 +26,11 @@ def reader_for(strategy: str, command: bool) -> TraceReader | None:
     strategy names); None for a framework that writes no trace."""
     name = for_cell(strategy, command).trace
     return None if name is None else reader(name)
+
+
+def reader_in(run_dir: Path) -> TraceReader:
+    """The reader of the first registered format whose trace `run_dir` holds, where the run's
+    framework cannot be read (no run.json); none there: the first registered, whose missing
+    file is then what the caller reports."""
+    readers = [reader(name) for name in TRACE_READERS]
+    return next((r for r in readers if r.path(run_dir).exists()), readers[0])

@@ -8,13 +8,14 @@ from typing import ClassVar
 from hpcscale.collect.traces.horovod.parse import parse_timeline
 from hpcscale.collect.traces.horovod.records import TimelineError
 from hpcscale.collect.traces.horovod.summary import TimelineSummary
+from hpcscale.model.registry import TRACE_READERS
 
 
 class HorovodTimeline:
     """timeline.json, written by rank 0 (HOROVOD_TIMELINE), one streaming pass."""
 
     name: ClassVar[str] = "horovod"
-    label: ClassVar[str] = "Horovod timeline"
+    label: ClassVar[str] = TRACE_READERS[name].label
     file_name: ClassVar[str] = "timeline.json"
     errors: ClassVar[tuple[type[Exception], ...]] = (TimelineError, OSError)
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hpcscale.collect import intervals as iv
+from hpcscale.collect.traces.base import TraceSummary
 from hpcscale.collect.traces.horovod.classify import CATEGORIES
 
 NO_COLLECTIVES = "no collectives recorded"
@@ -26,8 +27,11 @@ class TensorStat:
 
 
 @dataclass
-class TimelineSummary:
-    """What one timeline says. Times in µs internally; `as_json` reports seconds."""
+class TimelineSummary(TraceSummary):
+    """What one timeline says. Times in µs internally; `as_json` reports seconds. What a
+    timeline cannot say beyond this (`steps`, `notes`, `figures_rank`, `bytes_known`,
+    `waits_known`, `UNKNOWN_CATEGORIES`) keeps TraceSummary's defaults: no step markers, every
+    category, size and wait known, rank 0's figures."""
 
     path: str
     size_bytes: int

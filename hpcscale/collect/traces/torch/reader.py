@@ -37,12 +37,14 @@ from typing import Any, ClassVar
 import numpy as np
 
 from hpcscale.collect import intervals as iv
+from hpcscale.collect.traces.base import TraceSummary
 from hpcscale.collect.traces.horovod.summary import TimelineSummary
 from hpcscale.collect.traces.torch.measure import Compute
 from hpcscale.collect.traces.torch.measure import clip as _clip
 from hpcscale.collect.traces.torch.rank import RankTrace, op_of, read_rank
 from hpcscale.collect.traces.torch.stream import TraceError
 from hpcscale.collect.traces.torch.waits import match
+from hpcscale.model.registry import TRACE_READERS
 
 TRACE_DIR = "traces"
 FILE = re.compile(r"rank(\d+)\.json(\.gz)?(\.tmp)?$")
@@ -105,10 +107,14 @@ class TorchTraceSummary(TimelineSummary):
 
     device: str = "cpu"
     files: int = 0
+    # TraceSummary's optional parts, all set by `summarise` (fields, so each summary has its
+    # own): notes, whose trace the figures are (0 unless rank 0's is missing), whether every
+    # allreduce span in the window has a size, whether the waits are known, and the steps ([]
+    # for a trace without ProfilerStep markers: still a window of steps, never a whole run)
     notes: list[str] = field(default_factory=list)
-    figures_rank: int = 0  # whose trace the figures are: 0 unless rank 0's is missing
-    bytes_known: bool = True  # every allreduce span in the window has a size
-    allreduce_sized: int = 0  # how many of them have one
+    figures_rank: int = 0
+    bytes_known: bool = True
+    allreduce_sized: int = 0  # how many allreduce spans have a size
     compute_us: int = 0
     overlap_us: int = 0
     exposed_comm_us: int = 0
@@ -128,7 +134,7 @@ class TorchTraceSummary(TimelineSummary):
         if not self.bytes_known:
             out["allreduce_bytes"] = out["bytes_per_allreduce"] = None
         out.update(
-            source="PyTorch profiler",
+            source=TorchProfilerTrace.label,
             device=self.device,
             notes=self.notes,
             figures_rank=self.figures_rank,
@@ -409,7 +415,7 @@ class TorchProfilerTrace:
     """RUN_DIR/traces/rank<r>.json[.gz], one Kineto trace per rank (see the package)."""
 
     name: ClassVar[str] = "torch"
-    label: ClassVar[str] = "PyTorch profiler"
+    label: ClassVar[str] = TRACE_READERS[name].label
     file_name: ClassVar[str] = f"{TRACE_DIR}/rank<r>.json[.gz]"
     errors: ClassVar[tuple[type[Exception], ...]] = (TraceError, OSError)
 
@@ -418,5 +424,5 @@ class TorchProfilerTrace:
 
     def summarise(
         self, path: Path, *, ranks: int | None, window_unix_us: tuple[int, int] | None
-    ) -> TimelineSummary:
+    ) -> TraceSummary:
         return summarise(path, ranks=ranks, window_unix_us=window_unix_us)
