@@ -21,6 +21,7 @@ from hpcscale.report.figures.batch import sweep_labels
 from hpcscale.report.labels import with_setting
 from hpcscale.report.model import Section, Table, plot_if
 from hpcscale.report.sections.noise import comparison_table
+from hpcscale.report.sections.per_step import per_step_part, per_step_section
 from hpcscale.report.sections.quality import mark_flagged
 from hpcscale.report.sections.sources import source_sentence, with_source
 
@@ -44,7 +45,7 @@ def _whole_run_cells(timed: pd.DataFrame) -> int:
 def overlap_section(cells: pd.DataFrame) -> Section | None:
     timed = sweeps.timed(cells)
     if timed.empty:
-        return None
+        return per_step_section(cells)  # a shorter trace window's cells only (or nothing)
     sources = row_sources(timed)
     text = [
         f"From {sources_phrase(sources)}, per epoch: Computation = T − C (epoch time minus "
@@ -89,11 +90,12 @@ def overlap_section(cells: pd.DataFrame) -> Section | None:
     )
     match = {**OVERLAP_MATCH, "Model": "model", tables.axis_label(timed): "axis_value"}
     table = with_source(table, timed, {**match, "Batch": "batch_per_rank"}, after="Model")
+    step_text, step_tables = per_step_part(cells)
     return Section(
         "overlap",
         "Compute / communication overlap",
-        text,
-        [Table("overlap", "Compute and communication per epoch (s, %)", table)],
+        text + step_text,
+        [Table("overlap", "Compute and communication per epoch (s, %)", table), *step_tables],
         plot_if(
             "overlap",
             "Compute, overlap and communication per run",

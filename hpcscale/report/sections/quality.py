@@ -33,7 +33,7 @@ INPUT_BOUND_TEXT = (
     "threads, a faster disk or caching the data set would change them)."
 )
 # Tables whose rows are derived cells, marked by `mark_cell_tables` (others call mark_flagged).
-CELL_TABLES: frozenset[str] = frozenset({"scaling", "overhead", "overlap"})
+CELL_TABLES: frozenset[str] = frozenset({"scaling", "overhead", "overlap", "overlap_per_step"})
 # The collector's note on a cut trace, whatever its format (hpcscale.collect.run_row's
 # TRUNCATION_NOTE and TRACE_CUT_NOTE: `timeline.json covers ...`, `traces/rank<r>.json[.gz] ends
 # in a cut record ...`): the timeline_truncated flag says the same, so it is folded into it.

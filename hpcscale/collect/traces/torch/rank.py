@@ -8,6 +8,12 @@ What the events mean (torch 2.13, Kineto; see the package docstring for the layo
   `cpu_op` and `user_annotation` spans, less those calls, are its forward, backward and
   optimizer work. `ProfilerStep#N` spans on it are the steps.
 - GPU / NCCL: `kernel` events named `nccl*` are communication, every other kernel compute.
+  A kernel's collective is its `Collective name` arg (newer Kineto); an older trace names
+  every NCCL kernel alike (`ncclKernel_SendRecv_*` under `c10d::allreduce_` too) and says no
+  collective, so the kernel is traced back to its launch: the `cuda_runtime` call with the
+  kernel's `correlation` (what the `ac2g` flow draws), and the `c10d::*`, `record_param_comms`
+  and `nccl:*` spans around that call on its thread, innermost first, give the collective and
+  its size. (An older kernel's `External id` is its correlation, no CPU op's id: not used.)
   Memory copies and sets (`gpu_memcpy`, `gpu_memset`) are neither: they are data movement,
   not the model's arithmetic (on one of HTA's traces counting them would add 20 % to compute).
 
@@ -16,6 +22,7 @@ Times become integer ns (Kineto writes µs with three decimals) so unions are ex
 
 from __future__ import annotations
 
+import bisect
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,7 +44,7 @@ DTYPE_BYTES = {
     "unsigned char": 1, "bool": 1, "byte": 1, "char": 1, "int64": 8, "int32": 4,
     "float32": 4, "float64": 8, "float16": 2, "c10::float8_e4m3fn": 1, "c10::float8_e5m2": 1,
 }  # fmt: skip
-OTHER, WORK, NAMED = 3, 1, 2  # kinds of span (non-zero: a cache hit is truthy)
+OTHER, WORK, NAMED, LAUNCH = 3, 1, 2, 4  # kinds of span (non-zero: a cache hit is truthy)
 _NO_NAMES: dict[str, int] = {}  # a category not seen yet (never written to)
 
 
@@ -46,9 +53,17 @@ class CommArgs(msgspec.Struct, gc=False):
     input_type: list[object] | None = msgspec.field(default=None, name="Input type")
     nelems: int | None = msgspec.field(default=None, name="In msg nelems")
     dtype: str | None = None
+    collective: str | None = msgspec.field(default=None, name="Collective name")
+    correlation: int | None = None
+
+
+class LaunchArgs(msgspec.Struct, gc=False):
+    correlation: int | None = None
 
 
 COMM_ARGS = msgspec.json.Decoder(CommArgs)
+LAUNCH_ARGS = msgspec.json.Decoder(LaunchArgs)
+LAUNCH_CATS = frozenset({"cuda_runtime", "cuda_driver"})
 
 
 def op_of(name: str) -> str:
@@ -65,16 +80,29 @@ def is_nccl_kernel(name: str) -> bool:
     return name.lower().startswith("nccl")
 
 
-def _bytes(raw: msgspec.Raw) -> int:
+def _args(raw: msgspec.Raw) -> CommArgs:
+    """A collective span's (or NCCL kernel's) args; none where they do not decode."""
+    if not raw:
+        return CommArgs()
+    try:
+        return COMM_ARGS.decode(raw)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return CommArgs()
+
+
+def _correlation(raw: msgspec.Raw) -> int | None:
+    """A launch call's `correlation` (the id its kernel carries)."""
+    try:
+        return LAUNCH_ARGS.decode(raw).correlation if raw else None
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None
+
+
+def _bytes(raw: msgspec.Raw | CommArgs) -> int:
     """The bytes a collective span's args say it moves (-1: not said): `In msg nelems` and
     `dtype` (record_param_comms, NCCL kernels), else the input tensors' `Input Dims` and `Input
     type` (with record_shapes)."""
-    if not raw:
-        return -1
-    try:
-        a = COMM_ARGS.decode(raw)
-    except (msgspec.DecodeError, msgspec.ValidationError):
-        return -1
+    a = raw if isinstance(raw, CommArgs) else _args(raw)
     if a.nelems is not None and a.dtype:
         size = DTYPE_BYTES.get(a.dtype.lower())
         return -1 if size is None else a.nelems * size
@@ -139,13 +167,40 @@ class SortedUnion:
 
 @dataclass
 class Coll:
-    """One collective span: ns start and end, its thread or stream, op, bytes (-1: unknown)."""
+    """One collective span: ns start and end, its thread or stream, op, bytes (-1: unknown);
+    an NCCL kernel's own `Collective name` and `correlation` where its args give them."""
 
     t0: int
     t1: int
     tid: int | str
     name: str
     bytes: int
+    collective: str | None = None
+    correlation: int | None = None
+
+
+@dataclass
+class Launches:
+    """The kernel launch calls (`cuda_runtime`), as arrays a batch at a time (a GPU trace has
+    one per kernel, millions in a big one): correlation, ns time, thread."""
+
+    corr: list[np.ndarray] = field(default_factory=list)
+    t0: list[np.ndarray] = field(default_factory=list)
+    tids: list[list[int | str]] = field(default_factory=list)
+
+    def add(self, corr: list[int], t0: np.ndarray, tids: list[int | str]) -> None:
+        self.corr.append(np.array(corr, np.int64))
+        self.t0.append(t0)
+        self.tids.append(tids)
+
+    def find(self, wanted: set[int]) -> dict[int, tuple[int, int | str]]:
+        """correlation -> (time, thread) of the launches of the `wanted` kernels."""
+        out: dict[int, tuple[int, int | str]] = {}
+        want = np.fromiter(wanted, np.int64, len(wanted))
+        for corr, t0, tids in zip(self.corr, self.t0, self.tids, strict=True):
+            for i in np.flatnonzero(np.isin(corr, want)).tolist():
+                out[int(corr[i])] = (int(t0[i]), tids[i])
+        return out
 
 
 @dataclass
@@ -161,6 +216,10 @@ class RankTrace:
     steps: list[tuple[int, int, int, int | str]] = field(default_factory=list)  # (n, t0, t1, tid)
     colls: list[Coll] = field(default_factory=list)
     calls: list[tuple[int, int, int | str, str]] = field(default_factory=list)  # c10d enqueues
+    # every CPU-side collective span (c10d::, record_param_comms, nccl:): a kernel's launchers
+    # (t0, t1, tid, name, bytes, collective name)
+    launchers: list[tuple[int, int, int | str, str, int, str | None]] = field(default_factory=list)
+    launches: Launches = field(default_factory=Launches)
     work: dict[int | str, SortedUnion] = field(default_factory=dict)
     kernels: dict[int | str, SortedUnion] = field(default_factory=dict)
     gpu: bool = False
@@ -262,7 +321,10 @@ class RankTrace:
             if e.cat == "kernel":
                 self.gpu = True
                 if is_nccl_kernel(name):
-                    self.colls.append(Coll(a, b, e.tid, name, _bytes(e.args)))
+                    args = _args(e.args)
+                    self.colls.append(
+                        Coll(a, b, e.tid, name, _bytes(args), args.collective, args.correlation)
+                    )
                 else:
                     kernels.setdefault(e.tid, []).append(i)
             elif e.cat not in WORK_CATS:
@@ -271,10 +333,22 @@ class RankTrace:
                 m = STEP.match(name)
                 if m:
                     self.steps.append((int(m.group(1)), a, b, e.tid))
-            elif name.startswith("c10d::"):
-                self.calls.append((a, b, e.tid, name))
-            elif name.startswith("gloo:") or name == "record_param_comms":
+            elif name.startswith(("c10d::", "record_param_comms", "nccl:")):
+                args = _args(e.args)
+                size = _bytes(args)
+                self.launchers.append((a, b, e.tid, name, size, args.collective))
+                if name.startswith("c10d::"):
+                    self.calls.append((a, b, e.tid, name))
+                elif name == "record_param_comms":
+                    self.colls.append(Coll(a, b, e.tid, name, size))
+            elif name.startswith("gloo:"):
                 self.colls.append(Coll(a, b, e.tid, name, _bytes(e.args)))
+        launch = np.flatnonzero(kind == LAUNCH).tolist()
+        if launch:
+            known = [(i, c) for i in launch if (c := _correlation(xs[i].args)) is not None]
+            if known:
+                rows = [i for i, _ in known]
+                self.launches.add([c for _, c in known], t0[rows], [xs[i].tid for i in rows])
         for stream, ks in kernels.items():
             self.kernels.setdefault(stream, SortedUnion()).add(np.column_stack((t0[ks], t1[ks])))
         if not work.any():
@@ -288,6 +362,8 @@ class RankTrace:
         """What a span is: work, a named span (step, collective, kernel) or nothing we use."""
         if cat == "kernel" or (cat in WORK_CATS and name.startswith(SPECIAL)):
             k = NAMED
+        elif cat in LAUNCH_CATS and "Launch" in name:
+            k = LAUNCH
         else:
             k = WORK if cat in WORK_CATS else OTHER
         self.kinds.setdefault(cat, {})[name] = k
@@ -303,6 +379,7 @@ class RankTrace:
         colls += [Coll(t0, t1, t, name, -1) for t0, t1, t, name in self.calls if t != tid]
         if self.gpu:
             colls = [c for c in colls if is_nccl_kernel(c.name)]
+            self._name_kernels(colls)
         colls.sort(key=lambda c: (c.t0, -c.t1))
         kept: list[Coll] = []
         last_end: dict[int | str, int] = {}
@@ -315,6 +392,37 @@ class RankTrace:
             kept.append(c)
             last_end[c.tid] = c.t1
         self.colls = kept
+        self.launchers.clear()
+        self.launches = Launches()
+
+    def _name_kernels(self, kernels: list[Coll]) -> None:
+        """Each NCCL kernel named after its collective (see the module): its `Collective name`,
+        else the spans around its launch, innermost first (their `Collective name`, else the
+        innermost one's name); sized from them where the kernel's args give no size. A kernel
+        whose name already says that collective keeps it."""
+        wanted = {
+            c.correlation for c in kernels if c.collective is None and c.correlation is not None
+        }
+        found = self.launches.find(wanted) if wanted else {}
+        spans: dict[int | str, list[tuple[int, int, str, int, str | None]]] = {}
+        for a, b, tid, name, size, coll in sorted(self.launchers, key=lambda s: s[0]):
+            spans.setdefault(tid, []).append((a, b, name, size, coll))
+        starts = {tid: [s[0] for s in ss] for tid, ss in spans.items()}
+        for c in kernels:
+            label = c.collective
+            at = found.get(c.correlation) if c.correlation is not None else None
+            if label is None and at is not None:
+                t, tid = at
+                ss = spans.get(tid, [])
+                k = bisect.bisect_right(starts.get(tid, []), t)
+                # nesting is shallow (c10d:: > record_param_comms > nccl:): a few back suffice
+                around = [s for s in reversed(ss[max(0, k - 16) : k]) if s[1] >= t]
+                if around:
+                    label = next((s[4] for s in around if s[4]), around[0][2])
+                    if c.bytes < 0:
+                        c.bytes = next((s[3] for s in around if s[3] >= 0), -1)
+            if label and op_of(label) not in op_of(c.name):
+                c.name = label if ":" in label else f"nccl:{label}"
 
 
 def read_rank(path: Path) -> RankTrace:
