@@ -15,6 +15,7 @@ The CLI (hpcscale.cli) only parses options and draws these results with rich.
 
 from __future__ import annotations
 
+import importlib
 import stat
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -31,20 +32,11 @@ from hpcscale.backends.base import (
     Submission,
     raise_for,
 )
-from hpcscale.backends.fit import backend_for
 from hpcscale.backends.outputs import RunLog, run_log, run_outputs
-from hpcscale.backends.slurm.backend import with_throttle
-from hpcscale.collect.traces import reader_for
-from hpcscale.doctor import Check, Diagnosis
-from hpcscale.doctor_campaign import check_program, doctor
+from hpcscale.collect.traces import reader_for, reader_in
 from hpcscale.formats.run_record import load_run_record
-from hpcscale.model import datapaths
 from hpcscale.model.campaign import LoadedCampaign, load_campaign
 from hpcscale.model.errors import HpcscaleError, UsageError
-from hpcscale.plan.expand import Plan, expand
-from hpcscale.render.render import Rendered
-from hpcscale.results import CampaignStatus, Cancelled, Planned, RenderedCampaign
-from hpcscale.starter import Example, Initialised, examples, init
 from hpcscale.state.ledger import Ledger
 from hpcscale.state.paths import find_campaigns, select_campaigns, submitted_campaigns
 from hpcscale.state.paths import workdir as resolve_workdir
@@ -53,7 +45,6 @@ from hpcscale.state.select import select_rows as select
 from hpcscale.state.states import DEFAULT_RESUBMIT, TERMINAL, RunState
 from hpcscale.state.workdirs import known_workdirs
 from hpcscale.util.gcpause import gc_paused
-from hpcscale.writing import write_campaign
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -62,8 +53,14 @@ if TYPE_CHECKING:
     from hpcscale.collect.traces.horovod import TimelineSummary
     from hpcscale.collect.traces.horovod.perfetto import TraceInfo
     from hpcscale.collect.traces.torch.perfetto import TorchTraceInfo
+    from hpcscale.doctor import Check, Diagnosis
+    from hpcscale.doctor_campaign import doctor
+    from hpcscale.plan.expand import Plan
+    from hpcscale.render.render import Rendered
     from hpcscale.report.build import BuildResult
     from hpcscale.report.compare import CompareResult
+    from hpcscale.results import CampaignStatus, Cancelled, Planned, RenderedCampaign
+    from hpcscale.starter import Example, Initialised, examples, init
 
 PathLike = str | Path
 
@@ -99,6 +96,41 @@ __all__ = [
     "validate",
 ]
 
+# What this module offers from others that only some commands need, imported on first use
+# (#28): `report` needs neither the SLURM backend (it imports submitit and asyncio), the doctor,
+# the planner nor the renderer, and paid for them. name -> (module, attribute; None: the module)
+_LAZY: dict[str, tuple[str, str | None]] = {
+    "backend_for": ("hpcscale.backends.fit", "backend_for"),
+    "with_throttle": ("hpcscale.backends.slurm.backend", "with_throttle"),
+    "Check": ("hpcscale.doctor", "Check"),
+    "Diagnosis": ("hpcscale.doctor", "Diagnosis"),
+    "check_program": ("hpcscale.doctor_campaign", "check_program"),
+    "doctor": ("hpcscale.doctor_campaign", "doctor"),
+    "datapaths": ("hpcscale.model.datapaths", None),
+    "Plan": ("hpcscale.plan.expand", "Plan"),
+    "expand": ("hpcscale.plan.expand", "expand"),
+    "Rendered": ("hpcscale.render.render", "Rendered"),
+    **{n: ("hpcscale.results", n) for n in (
+        "CampaignStatus", "Cancelled", "Planned", "RenderedCampaign")},
+    **{n: ("hpcscale.starter", n) for n in ("Example", "Initialised", "examples", "init")},
+    "write_campaign": ("hpcscale.writing", "write_campaign"),
+}  # fmt: skip
+
+
+def __getattr__(name: str) -> Any:
+    """`hpcscale.api.NAME` of a `_LAZY` name: imported now, then kept as a module attribute."""
+    where = _LAZY.get(name)
+    if where is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    module = importlib.import_module(where[0])
+    value = module if where[1] is None else getattr(module, where[1])
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
+
 
 # ---------------------------------------------------------------- plan, render
 
@@ -106,6 +138,9 @@ __all__ = [
 def plan(campaign: PathLike, *, system: PathLike | None = None) -> Planned:
     """Validate a campaign and expand it into runs; writes nothing. `system` (a profile name
     or path) overrides the campaign's `system:`."""
+    from hpcscale.plan.expand import expand
+    from hpcscale.results import Planned
+
     lc = load_campaign(campaign, system)
     with gc_paused():
         return Planned(lc, expand(lc))
@@ -115,6 +150,9 @@ def validate(campaign: PathLike, *, system: PathLike | None = None) -> Planned:
     """`plan`, then the data and weights paths the jobs would read (hpcscale.model.datapaths):
     a placeholder or a path the job cannot find is an error (InputError, located) on a system
     whose jobs run on this machine, else a warning, added to `expansion.warnings`."""
+    from hpcscale.doctor_campaign import check_program
+    from hpcscale.model import datapaths
+
     planned = plan(campaign, system=system)
     planned.expansion.warnings += datapaths.check(planned.loaded, planned.runs, submitting=False)
     check_program(planned.loaded)
@@ -132,6 +170,8 @@ def render(
     """Validate, expand and write every run's job.sbatch and run.json (a first render: all or
     nothing). `workers`: processes to render with (None: by campaign size and CPUs);
     `progress(done, total)`: called about every 500 runs rendered."""
+    from hpcscale.writing import write_campaign
+
     return write_campaign(plan(campaign, system=system), workdir, workers, progress)
 
 
@@ -178,6 +218,12 @@ def submit(
     A backend that does not fit the system is refused before anything is written, and so is
     a run whose data or weights path is a placeholder or one its job cannot find
     (hpcscale.model.datapaths)."""
+    from hpcscale.backends.fit import backend_for
+    from hpcscale.backends.slurm.backend import with_throttle
+    from hpcscale.doctor_campaign import check_program
+    from hpcscale.model import datapaths
+    from hpcscale.writing import write_campaign
+
     planned = plan(campaign, system=system)
     queues = not (dry_run or backend == "dry")  # a dry run warns where `validate` does
     for warning in datapaths.check(planned.loaded, planned.runs, submitting=queues):
@@ -227,6 +273,8 @@ def status(
     """Each submitted campaign's runs (all in the workdir when `campaign` is None). Stale runs
     (no longer in the campaign's matrix) are left out unless `include_stale`, except those
     still queued or running: those are shown, with a warning saying how to stop them."""
+    from hpcscale.results import CampaignStatus
+
     out = []
     for cdir in submitted_campaigns(campaign, workdir):
         with Ledger(cdir) as ledger:
@@ -263,6 +311,8 @@ def cancel(
     reporter: Reporter | None = None,
 ) -> list[Cancelled]:
     """Cancel a campaign's queued and running runs (those matching `where`)."""
+    from hpcscale.results import Cancelled
+
     out = []
     for cdir in submitted_campaigns(campaign, workdir):
         with Ledger(cdir) as ledger:
@@ -289,6 +339,8 @@ def resubmit(
 ) -> list[Submission]:
     """Submit again the runs that ended in one of `states`, each through the backend that ran
     it, from the scripts in their run directories (same run ids, same directories)."""
+    from hpcscale.render.render import Rendered
+
     wanted = {RunState.parse(str(s)) for s in states}
     unknown = {str(s) for s in states} - {str(s) for s in TERMINAL}
     if unknown:
@@ -524,13 +576,12 @@ class Traced:
 
 def _trace_format(run_dir: Path) -> str | None:
     """The trace format the run's framework writes (its run.json's strategy, or a command's
-    framework): "horovod", "torch", or None; a run.json that cannot be read: the PyTorch
-    traces where the directory holds those only, else the Horovod timeline."""
+    framework): a TRACE_READERS name, or None; a run.json that cannot be read: the first
+    registered format whose trace the directory holds (hpcscale.collect.traces.reader_in)."""
     try:
         rec = load_run_record(run_dir / "run.json")
     except (HpcscaleError, OSError):
-        torch = (run_dir / "traces").is_dir() and not (run_dir / "timeline.json").is_file()
-        return "torch" if torch else "horovod"
+        return reader_in(run_dir).name
     found = reader_for(rec.strategy, command=rec.command is not None)
     return None if found is None else found.name
 

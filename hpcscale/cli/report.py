@@ -142,12 +142,10 @@ def _summary(rep: CampaignReport) -> Grid:
         ],
     )
     names = api.cell_labels(cells)
-    for name, (_, row) in zip(names, cells.iterrows(), strict=True):
+    # the four columns shown, not a Series per row (iterrows): a sweep has 1,000 cells (#28)
+    shown = [cells[c].tolist() for c in ("ranks", metric.column, "speedup", "efficiency")]
+    for name, ranks, value, speedup, efficiency in zip(names, *shown, strict=True):
         table.add_row(
-            name,
-            str(int(row["ranks"])),
-            api.cell(row[metric.column]),
-            api.cell(row["speedup"]),
-            api.cell(row["efficiency"]),
+            name, str(int(ranks)), api.cell(value), api.cell(speedup), api.cell(efficiency)
         )
     return table

@@ -9,6 +9,7 @@ from contextvars import ContextVar
 from numbers import Integral, Real
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 MISSING = "–"
@@ -61,6 +62,51 @@ def _real(v: float) -> str:
     return f"{v:.3g}"
 
 
+# `_real`'s cases in the order `_reals` numbers them: a float column formatted case by case
+_REAL_FORMATS = (
+    str,  # 0: a whole number below 10 000 (as an int)
+    "{:,}".format,  # 1: a whole number from 10 000 (as an int)
+    "{:,.0f}".format,  # 2: 10 000 and up
+    "{:.1f}".format,  # 3: 100 and up
+    "{:.2f}".format,  # 4: 1 and up
+    "{:.3g}".format,  # 5: below 1
+)
+
+
+def _reals(values: np.ndarray) -> list[str]:
+    """`_real` of each value of a float array, the same strings: each value's case found for
+    the whole array at once, then each case's values formatted together (a sweep's tables
+    hold tens of thousands of floats, and a call per value was most of their formatting)."""
+    v = np.asarray(values, dtype=np.float64)
+    if not len(v):
+        return []
+    a = np.abs(v)
+    nan, inf = np.isnan(v), np.isinf(v)
+    whole = (v == np.trunc(v)) & (a < 1e15)  # float.is_integer() (NaN and ±∞ are not)
+    case = np.select(
+        [nan, inf, whole & (a < 10_000), whole, a >= 10_000, a >= 100, a >= 1],
+        [-1, -2, 0, 1, 2, 3, 4],
+        default=5,
+    )
+    cases = np.unique(case).tolist()
+    if len(cases) == 1 and cases[0] >= 0:  # one case (a column of one magnitude): as it is
+        c = cases[0]
+        return list(map(_REAL_FORMATS[c], (v.astype(np.int64) if c <= 1 else v).tolist()))
+    out = np.empty(len(v), dtype=object)
+    for c in cases:
+        at = case == c
+        if c == -1:
+            out[at] = MISSING
+        elif c == -2:
+            out[at] = np.where(v[at] > 0, "∞", "-∞").astype(object)
+        else:
+            got = v[at].astype(np.int64) if c <= 1 else v[at]
+            shown = np.empty(len(got), dtype=object)
+            shown[:] = list(map(_REAL_FORMATS[c], got.tolist()))
+            out[at] = shown
+    return out.tolist()
+
+
 def display(frame: pd.DataFrame, drop_empty: bool = True) -> pd.DataFrame:
     """Every cell as a string (column names kept); columns with no value at all are dropped,
     since a column of dashes says nothing (e.g. efficiency in a campaign that does not scale).
@@ -82,11 +128,16 @@ def display(frame: pd.DataFrame, drop_empty: bool = True) -> pd.DataFrame:
 
 
 def _column(values: pd.Series) -> list[str]:
-    """`cell` of each value: a float column's values formatted directly, any other column's
-    each distinct value once (a sweep's columns repeat a few settings a thousand times)."""
-    items = values.tolist()
+    """`cell` of each value: a float column's values formatted directly (`_reals`), an integer
+    column's too, a column of strings only as it is, any other column's each distinct value
+    once (a sweep's columns repeat a few settings a thousand times)."""
     if values.dtype == "float64":
-        return [_real(v) for v in items]
+        return _reals(values.to_numpy())
+    items = values.tolist()
+    if values.dtype == "int64":  # Python ints: `_integer` of each
+        return [str(v) if -10_000 < v < 10_000 else f"{v:,}" for v in items]
+    if set(map(type, items)) == {str}:  # `cell` of a str is the str
+        return items
     try:
         shown = {(type(v), v): cell(v) for v in items}  # by type too: True == 1, shown apart
     except TypeError:  # unhashable values (lists): each on its own

@@ -85,7 +85,7 @@ NUMERIC = re.compile(rf"(?:{_NUMBER})|\[(?:{_NUMBER}), (?:{_NUMBER})\]", re.IGNO
 def numeric_column(cells: Sequence[str]) -> bool:
     """A column of numbers (dashes for missing allowed) is right-aligned so digits line up;
     anything with words in it (strategies, versions, paths) reads better left-aligned."""
-    present = [c for c in cells if c != MISSING]
+    present = set(cells) - {MISSING}  # each distinct text once (a sweep repeats its settings)
     return bool(present) and all(NUMERIC.fullmatch(c.strip()) for c in present)
 
 

@@ -51,7 +51,7 @@ def table_md(frame: pd.DataFrame) -> str:
         return "_(no rows)_"
     header = [safe(str(c)).replace("|", "\\|") for c in shown.columns]
     columns = [_cells(shown[c].tolist()) for c in shown.columns]
-    if any("\n" in v or "\x1b" in v for col in [header, *columns] for v in col):
+    if any("\n" in v or "\x1b" in v for v in set().union(header, *columns)):  # each text once
         shown = pd.DataFrame(dict(enumerate(columns)))  # multi-line cells: tabulate's layout
         shown.columns = header
         return shown.to_markdown(index=False, tablefmt="github", disable_numparse=True)
@@ -67,14 +67,17 @@ def _cells(column: list[str]) -> list[str]:
 def _github(header: list[str], columns: list[list[str]]) -> str:
     """What `to_markdown(tablefmt="github", disable_numparse=True)` writes for one-line text
     cells (tabulate: left-aligned, stripped, each column as wide as its widest cell or its
-    heading + 2), built directly: tabulate took seconds for a table of a sweep's cells."""
-    columns = [[v.strip() for v in col] for col in columns]
-    widths = [
-        max(len(h) + 2, *(len(v) for v in col)) for h, col in zip(header, columns, strict=True)
-    ]
+    heading + 2), built directly: tabulate took seconds for a table of a sweep's cells. Each
+    distinct text of a column is stripped and padded once (a sweep repeats its settings)."""
+    widths, padded = [], []
+    for h, col in zip(header, columns, strict=True):
+        stripped = {v: v.strip() for v in set(col)}
+        width = max(len(h) + 2, *(len(v) for v in stripped.values()))
+        pad = {v: s.ljust(width) for v, s in stripped.items()}
+        widths.append(width)
+        padded.append([pad[v] for v in col])
     lines = ["| " + " | ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)) + " |"]
     lines.append("|" + "|".join("-" * (w + 2) for w in widths) + "|")
-    padded = [[v.ljust(w) for v in col] for col, w in zip(columns, widths, strict=True)]
     lines += ["| " + " | ".join(row) + " |" for row in zip(*padded, strict=True)]
     return "\n".join(lines)
 

@@ -16,6 +16,7 @@ from hpcscale.analysis.intervals import (
     pct,
     repeats_needed,
 )
+from hpcscale.analysis.memo import FrameMemo
 from hpcscale.analysis.metric import compared_on
 from hpcscale.analysis.noise import false_call_rate, verdict
 from hpcscale.analysis.tables import axis_label
@@ -36,6 +37,10 @@ SAME: tuple[str, ...] = (
 METRIC = "images_per_s"
 NO_INTERVAL = "no interval (no repeats): cannot tell which is faster"
 COUNTS_SHOWN = (3, 5, 10)  # repeat counts whose levels the explanation always gives
+# comparisons by the cells they compare (#28): the scaling section compares every cell and a
+# sweep's knob section (its fusion sweep holds every cell) the same ones again; a sweep of
+# 1,000 cells paid for it twice. Each caller gets its own copy.
+_COMPARED: FrameMemo[pd.DataFrame] = FrameMemo(lambda frame: frame.copy(), by_value=True)
 
 
 def method_text(cells: pd.DataFrame) -> str | None:
@@ -68,7 +73,12 @@ def method_text(cells: pd.DataFrame) -> str | None:
 def comparisons(cells: pd.DataFrame) -> pd.DataFrame:
     """Per set of cells equal in SAME but for a knob: the fastest (median images/s, or the
     shortest median time of a `time:` campaign) against each other, with the verdict: 'A
-    faster than B' only when the intervals do not overlap."""
+    faster than B' only when the intervals do not overlap. Computed once per set of cells
+    (`_COMPARED`: the same cells, or equal ones, still holding what they held)."""
+    return _COMPARED.get(cells, "comparisons", lambda: _comparisons(cells))
+
+
+def _comparisons(cells: pd.DataFrame) -> pd.DataFrame:
     metric, higher = compared_on(cells)
     heading = term(metric).heading if metric != METRIC else "Images/s"
     knobs = [c for c in (*KNOBS, "tasks_per_node", "threads_per_task") if c in cells.columns]
@@ -78,13 +88,21 @@ def comparisons(cells: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame()
     same = [c for c in SAME if c in cells.columns]
     axis = axis_label(cells)  # once: it reads every cell
+    # what a row below reads (its metric, interval and names): a dict of every column per cell
+    # was most of the comparisons' time
+    read = [
+        c
+        for c in dict.fromkeys((metric, "model", "ranks", "axis_value", "repeats",
+                                "base_repeats", f"{metric}_lo", f"{metric}_hi", f"{metric}_level"))
+        if c in cells.columns
+    ]  # fmt: skip
     for _, sub in cells.groupby(same, dropna=False, sort=True):
         if len(sub) < 2 or len(sub[knobs].map(str).drop_duplicates()) < 2:
             continue
         sub = sub.sort_values(metric, ascending=not higher, kind="stable")
         names = labels(sub, KNOB_PARTS)
         # dicts, not a Series per row (iterrows): a sweep has hundreds of cells per scale
-        best, *others = sub.to_dict("records")
+        best, *others = sub[read].to_dict("records")
         best_name = names[0]
         for other, name in zip(others, names[1:], strict=True):
             said = verdict(

@@ -124,7 +124,8 @@ def training_section(runs: pd.DataFrame, notes: list[str]) -> Section | None:
     names = group_names(cells)
     plots = []
     drawn = set(spaced(sorted(names)))  # at most MAX_FIGURES figures, across the whole sweep
-    for gid, gcells in cells.groupby("group", sort=True):
+    # the drawn groups' cells only: a frame per group of a 1,000-run sweep was most of this (#28)
+    for gid, gcells in cells[cells["group"].isin(drawn)].groupby("group", sort=True):
         if gid not in drawn:
             continue
         gcurves = curves[curves["group"] == gid]

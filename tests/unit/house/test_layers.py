@@ -216,6 +216,22 @@ DEFERRED_FOR_STARTUP = {
     )
 }
 
+# the API's commands that plan, render, submit or check import those parts inside (#28: `hpcscale
+# report` paid for the SLURM backend's submitit and asyncio, the doctor, planner and renderer)
+DEFERRED_FOR_STARTUP |= {
+    ("hpcscale.api", m): "the backends, doctor, planner and renderer at start-up (report)"
+    for m in (
+        "hpcscale.backends.fit",
+        "hpcscale.backends.slurm.backend",
+        "hpcscale.doctor_campaign",
+        "hpcscale.model.datapaths",
+        "hpcscale.plan.expand",
+        "hpcscale.render.render",
+        "hpcscale.results",
+        "hpcscale.writing",
+    )
+}
+
 # every command imports cli.complete (its options name the callbacks); only a completion needs
 # the API (issue 28: `hpcscale report` and `--version` paid for every command's imports)
 DEFERRED_FOR_STARTUP |= {
