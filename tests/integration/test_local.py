@@ -62,15 +62,55 @@ print("rate 10.0", flush=True)
 
 def sleeper_campaign(tmp_path: Path, name: str, sleep_s: float, **matrix: object) -> Path:
     """Like tiny_campaign, with SLEEPER (in its own folder) as a command workload."""
+    return command_campaign(tmp_path, name, SLEEPER, [str(sleep_s)], **matrix)
+
+
+def command_campaign(
+    tmp_path: Path, name: str, program: str, argv: list[str], **matrix: object
+) -> Path:
+    """Like tiny_campaign, with `program` (in its own folder, as prog.py) as a command
+    workload run as `python prog.py *argv`, its rate read from `rate <x>`."""
     folder = tmp_path / name
     folder.mkdir()
-    (folder / "prog.py").write_text(SLEEPER)
+    (folder / "prog.py").write_text(program)
     workload = {
-        "command": ["python", "prog.py", str(sleep_s)],
+        "command": ["python", "prog.py", *argv],
         "metrics": [{"name": "samples_per_s", "pattern": "rate ([0-9.]+)"}],
         "throughput": "samples_per_s",
     }
     return _campaign(folder, name, workload, **matrix)
+
+
+# The ledger, resume and failure tests check the backend, not TensorFlow (a tiny TF run costs
+# about 15 s of CPU at 1 rank, 46 s at 2): a program with no MPI import that mpirun still
+# starts once per rank. Every rank leaves `rank.<r>-of-<size>` (Open MPI's view of it) in the
+# run directory, so a test sees how many processes the launcher really started; then, given
+# `fail`, it fails as a job that refuses its arguments does at 1 rank (exit 2, a line saying
+# why) and as a diverged job does at 2 (exit 3); given `ok`, rank 0 prints a rate.
+RANKS = """\
+import os, sys
+rank = int(os.environ["OMPI_COMM_WORLD_RANK"])
+size = int(os.environ["OMPI_COMM_WORLD_SIZE"])
+open(os.path.join(os.environ["HPCSCALE_RUN_DIR"], f"rank.{rank}-of-{size}"), "w").close()
+if sys.argv[1] == "fail":
+    if size < 2:
+        print("prog.py: fail needs at least 2 ranks", file=sys.stderr, flush=True)
+        sys.exit(2)
+    print(f"rank {rank}: failing on purpose", file=sys.stderr, flush=True)
+    sys.exit(3)
+if rank == 0:
+    print("rate 10.0", flush=True)
+"""
+
+
+def started_ranks(run_dir: Path) -> list[str]:
+    """The `rank.<r>-of-<size>` markers RANKS left: one per process the launcher started."""
+    return sorted(p.name for p in run_dir.glob("rank.*-of-*"))
+
+
+def expected_ranks(n: int) -> list[str]:
+    """What started_ranks finds when the launcher started n ranks, each told the world is n."""
+    return sorted(f"rank.{r}-of-{n}" for r in range(n))
 
 
 def test_dry_run_prints_mpirun_lines(tmp_path: Path, workdir: Path) -> None:
@@ -83,8 +123,22 @@ def test_dry_run_prints_mpirun_lines(tmp_path: Path, workdir: Path) -> None:
     assert not (workdir / "tiny" / "ledger.sqlite").exists()  # nothing submitted
 
 
+def test_local_runs_train_with_the_ranks_their_run_json_asks_for(
+    finished_quickstart: Path,
+) -> None:
+    """The bundled TensorFlow job under the local backend's mpirun (the session's quickstart:
+    DCGAN at 1x1 and 2x1) trained with as many Horovod ranks as each run.json says."""
+    ranks = []
+    for rd in (finished_quickstart / "quickstart" / "runs").iterdir():
+        metrics = json.loads((rd / "metrics.json").read_text())
+        run = json.loads((rd / "run.json").read_text())
+        assert metrics["ranks"] == run["ranks"] and run["launcher"] == "mpirun", rd
+        ranks.append(metrics["ranks"])
+    assert sorted(ranks) == [1, 2]
+
+
 def test_local_campaign_runs_and_resumes(tmp_path: Path, workdir: Path) -> None:
-    camp = tiny_campaign(tmp_path)
+    camp = command_campaign(tmp_path, "tiny", RANKS, ["ok"])
     proc = hpcscale("submit", str(camp), check=True)  # local is the default for `system: local`
     assert "2 completed, 0 failed" in proc.stdout
     status = json.loads(hpcscale("status", "tiny", "--json", check=True).stdout)
@@ -92,11 +146,9 @@ def test_local_campaign_runs_and_resumes(tmp_path: Path, workdir: Path) -> None:
     assert {r["state"] for r in rows} == {"COMPLETED"}
     ranks = []
     for r in rows:
-        metrics = json.loads((Path(r["run_dir"]) / "metrics.json").read_text())
-        assert (
-            metrics["ranks"] == json.loads((Path(r["run_dir"]) / "run.json").read_text())["ranks"]
-        )
-        ranks.append(metrics["ranks"])
+        n = json.loads((Path(r["run_dir"]) / "run.json").read_text())["ranks"]
+        assert started_ranks(Path(r["run_dir"])) == expected_ranks(n)  # mpirun started n ranks
+        ranks.append(n)
     assert sorted(ranks) == [1, 2]
     again = hpcscale("submit", str(camp), check=True)
     assert "2 run(s) already completed" in again.stdout and "0 completed" in again.stdout
@@ -110,15 +162,15 @@ def test_local_campaign_runs_and_resumes(tmp_path: Path, workdir: Path) -> None:
 
 
 def test_failing_run_is_recorded_and_campaign_goes_on(tmp_path: Path, workdir: Path) -> None:
-    """Runs that pass validation and fail in the job are recorded with their log's tail, and
-    the others run: with `--debug-desync` the 2-rank run's weight check fails (exit 3) and the
-    1-rank run stops at start-up (the job needs 2 ranks to perturb one). One run without it
-    completes beside them (the 1-rank one: a second, 2-rank, completed run would only cost
-    another TensorFlow start and check nothing more)."""
-    camp = tiny_campaign(tmp_path, name="mixed", **{"args.debug_desync": [True, False]})
+    """Runs that pass validation and fail in the job are recorded with their exit code and
+    their log's tail, and the others run: RANKS told to `fail` exits 3 at 2 ranks and stops at
+    start-up at 1 rank (exit 2, its reason on stderr). One run told `ok` completes beside them
+    (the 1-rank one: a second, 2-rank, completed run would check nothing more)."""
+    camp = command_campaign(
+        tmp_path, "mixed", RANKS, ["{args.mode}"], **{"args.mode": ["fail", "ok"]}
+    )
     spec = yaml.safe_load(camp.read_text())
-    spec["workload"]["args"]["check_sync"] = True
-    spec["matrix"]["exclude"] = [{"layout": "2x1", "args.debug_desync": False}]
+    spec["matrix"]["exclude"] = [{"layout": "2x1", "args.mode": "ok"}]
     camp.write_text(yaml.safe_dump(spec))
     proc = hpcscale("submit", str(camp))
     assert proc.returncode == 1
@@ -136,7 +188,27 @@ def test_failing_run_is_recorded_and_campaign_goes_on(tmp_path: Path, workdir: P
         if r["run_id"] not in {f["run_id"] for f in failed.values()}
     )
     assert failed[2]["exit_code"] == "3"
-    assert "needs at least 2 Horovod ranks" in (failed[1]["message"] or "")  # the log's tail
+    assert started_ranks(Path(failed[2]["run_dir"])) == expected_ranks(2)  # both ranks ran
+    assert failed[1]["exit_code"] == "2"
+    assert "fail needs at least 2 ranks" in (failed[1]["message"] or "")  # the log's tail
+
+
+def test_job_refusing_to_run_at_one_rank_is_failed_with_its_reason(
+    tmp_path: Path, workdir: Path
+) -> None:
+    """The bundled TensorFlow job's own refusal reaches the ledger: `--debug-desync` at 1 rank
+    passes validation and stops at start-up (no rank to perturb), its reason the log's tail.
+    (Its exit 3 on diverged ranks: test_jobs.py::test_sync_check_catches_diverged_ranks.)"""
+    camp = tiny_campaign(tmp_path, name="refused", layout=["1x1"])
+    spec = yaml.safe_load(camp.read_text())
+    spec["workload"]["args"].update(check_sync=True, debug_desync=True)
+    camp.write_text(yaml.safe_dump(spec))
+    proc = hpcscale("submit", str(camp))
+    assert proc.returncode == 1
+    assert "0 completed, 1 failed" in proc.stdout
+    (row,) = json.loads(hpcscale("status", "refused", "--json", check=True).stdout)["refused"]
+    assert row["state"] == "FAILED" and row["exit_code"] == "2"
+    assert "needs at least 2 Horovod ranks" in (row["message"] or "")  # the log's tail
 
 
 def test_interrupt_leaves_ledger_consistent_and_resume_finishes(
