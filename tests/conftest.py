@@ -5,12 +5,15 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import subprocess
+import subprocess as sp
 import sys
 import tempfile
+import threading
 from pathlib import Path
 
 import pytest
+
+from tests.cli_inprocess import run_in_process
 
 REPO = Path(__file__).resolve().parents[1]
 # The per-user index of workdirs (hpcscale.state.workdirs) of this test session only: the
@@ -31,18 +34,55 @@ def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return wd
 
 
+# The CLI in this process by default: a fresh interpreter per call paid 1-2 s of imports,
+# most of the integration tier's time. HPCSCALE_TEST_SUBPROCESS=1 runs every call as the
+# console script again (to check a failure is not the in-process mode's).
+SUBPROCESS_ENV = "HPCSCALE_TEST_SUBPROCESS"
+# read once, when a module is imported (hpcscale.cli.progress, typer, rich, submitit) or when
+# the interpreter starts: a call setting one of these gets its own process
+IMPORT_TIME_ENV = frozenset(
+    {"HPCSCALE_PROGRESS_DELAY", "SUBMITIT_LOG_LEVEL", "TERMINAL_WIDTH", "FORCE_COLOR",
+     "NO_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE", "GITHUB_ACTIONS", "PY_COLORS",
+     "_TYPER_FORCE_DISABLE_TERMINAL", "LANG", "LC_ALL", "LC_CTYPE"}
+)  # fmt: skip
+
+
+def _exe() -> str:
+    return shutil.which("hpcscale", path=str(Path(sys.executable).parent)) or "hpcscale"
+
+
 def hpcscale(
-    *args: str, env: dict[str, str] | None = None, check: bool = False, timeout: float = 600
-) -> subprocess.CompletedProcess[str]:
-    """Run the real console script as a user would."""
-    exe = shutil.which("hpcscale", path=str(Path(sys.executable).parent)) or "hpcscale"
-    proc = subprocess.run(
-        [exe, *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env={**os.environ, "COLUMNS": "200", **(env or {})},
+    *args: str,
+    env: dict[str, str] | None = None,
+    check: bool = False,
+    timeout: float = 600,
+    subprocess: bool = False,
+    cwd: Path | None = None,
+) -> sp.CompletedProcess[str]:
+    """Run the real CLI as a user would: its console entry point (`hpcscale.cli.main:run`) in
+    this process, or the console script in its own (`subprocess=True`: where the process
+    itself is what a test looks at). `cwd`: where it runs (default: here)."""
+    overrides = {"COLUMNS": "200", **(env or {})}
+    own = (
+        subprocess
+        or os.environ.get(SUBPROCESS_ENV, "") not in ("", "0")
+        or threading.current_thread() is not threading.main_thread()
+        or any(
+            (k in IMPORT_TIME_ENV or k.startswith("PYTHON")) and os.environ.get(k) != v
+            for k, v in (env or {}).items()
+        )
     )
+    if own:
+        proc = sp.run(
+            [_exe(), *args],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env={**os.environ, **overrides},
+            cwd=cwd,
+        )
+    else:
+        proc = run_in_process([_exe(), *args], overrides, cwd)
     if check and proc.returncode != 0:
         raise AssertionError(
             f"hpcscale {' '.join(args)} -> {proc.returncode}\n{proc.stdout}\n{proc.stderr}"

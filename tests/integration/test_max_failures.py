@@ -5,11 +5,12 @@ after the fix resumes; failures that differ never stop it, nor does `--max-failu
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+from tests.conftest import hpcscale
 
 EXE = shutil.which("hpcscale", path=str(Path(sys.executable).parent)) or "hpcscale"
 CAMPAIGN = """\
@@ -32,9 +33,8 @@ raise [KeyError, ValueError, TypeError][b % 3](f"run {b}")
 
 
 def _hs(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "COLUMNS": "200", "HPCSCALE_WORKDIR": str(cwd / "runs")}
-    return subprocess.run([EXE, *args], cwd=cwd, capture_output=True, text=True, env=env,
-                          timeout=600)  # fmt: skip
+    env = {"HPCSCALE_WORKDIR": str(cwd / "runs")}  # COLUMNS=200 as hpcscale() sets it
+    return hpcscale(*args, env=env, cwd=cwd, timeout=600)
 
 
 def _states(cwd: Path, name: str) -> list[str]:

@@ -300,7 +300,7 @@ def test_doctor_fails_and_says_how_to_fix(tmp_path: Path) -> None:
     text = (REPO / "hpcscale" / "systems" / "local.yaml").read_text()
     text = text.replace("python: auto", f"python: {bare / 'bin' / 'python'}")
     profile.write_text(text.replace("launcher: mpirun", "launcher: mpirun_rsh", 1))
-    proc = hpcscale("doctor", "--system", str(profile), "--json")
+    proc = hpcscale("doctor", "--system", str(profile), "--json", subprocess=True)
     assert proc.returncode == 1, proc.stderr
     checks = {c["name"]: c for c in json.loads(proc.stdout)["checks"]}
     assert not checks["launcher mpirun_rsh"]["passed"] or shutil.which("mpirun_rsh")
@@ -310,7 +310,7 @@ def test_doctor_fails_and_says_how_to_fix(tmp_path: Path) -> None:
     assert "tensorflow-cpu==2.15.1" in checks["tensorflow"]["fix"]
     assert "msgspec>=0.18" in checks["msgspec"]["fix"]
     assert "HOROVOD_WITH_MPI=1" in checks["horovod"]["fix"]
-    text_out = hpcscale("doctor", "--system", str(profile))
+    text_out = hpcscale("doctor", "--system", str(profile), subprocess=True)
     failed = [ln for ln in text_out.stdout.splitlines() if ln.startswith("FAILED")]
     assert len(failed) >= 3 and all("fix: " in ln for ln in failed)
 

@@ -6,7 +6,6 @@ refuse the copy until those values are the user's own, naming file, line and key
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -16,14 +15,14 @@ from pathlib import Path
 import pytest
 
 from hpcscale.model.system import SHIPPED_DIR
+from tests.conftest import hpcscale
 
 EXE = shutil.which("hpcscale", path=str(Path(sys.executable).parent)) or "hpcscale"
 
 
 def _hs(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "COLUMNS": "200", "HPCSCALE_WORKDIR": str(cwd / "runs")}
-    return subprocess.run([EXE, *args], cwd=cwd, capture_output=True, text=True, env=env,
-                          timeout=300)  # fmt: skip
+    env = {"HPCSCALE_WORKDIR": str(cwd / "runs")}  # COLUMNS=200 as hpcscale() sets it
+    return hpcscale(*args, env=env, cwd=cwd, timeout=300)
 
 
 def _line(path: Path, text: str) -> int:
