@@ -1,6 +1,7 @@
-"""What the overhead benches share: each configuration measured in turn, `repeats` times over
-(interleaved, so a change of load on this shared machine hits every configuration alike), and
-the best epoch of each kept, in images/s of wall and of CPU time."""
+"""Interleaved repeats, used by torch_trace_cost_bench.py: each configuration measured in turn,
+`repeats` times over (so a change of load on this shared machine hits every configuration
+alike), and the best of each kept. The harness overhead benches pair their runs instead
+(overhead_stats.py: a median of per-pair ratios, with its confidence interval)."""
 
 from __future__ import annotations
 
