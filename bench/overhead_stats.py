@@ -19,7 +19,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from math import comb
+from math import comb, exp, log
 
 Config = tuple[str, int]  # (kind, ranks)
 Series = tuple[list[float], list[float]]  # per epoch of one run: images/s, images/cpu-s
@@ -66,6 +66,19 @@ def median_ci(xs: Sequence[float], level: float = 0.95) -> tuple[float, float, f
     lo, hi, coverage = median_ci_ranks(len(xs), level)
     s = sorted(xs)
     return float(s[lo - 1]), float(s[hi - 1]), coverage
+
+
+def crossover(ratios: Sequence[float]) -> tuple[float, float]:
+    """(ratio, order effect) of pairs whose order alternates (round 0 as given, round 1
+    reversed, ...), read as a two-period crossover: the geometric mean of the two orders' mean
+    ratios, so a slower first run of a pair cancels; and the square root of their quotient,
+    how much the given order favours its first side's ratio (1: no effect). Needs both orders."""
+    first = [log(r) for r in ratios[0::2]]
+    second = [log(r) for r in ratios[1::2]]
+    if not first or not second:
+        raise ValueError("a crossover needs pairs in both orders")
+    a, b = sum(first) / len(first), sum(second) / len(second)
+    return exp((a + b) / 2), exp((a - b) / 2)
 
 
 def order(group: Sequence[Config], i: int) -> list[Config]:

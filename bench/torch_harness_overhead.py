@@ -45,7 +45,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from overhead_stats import Paired, fields, lost, median
+from overhead_stats import Paired, crossover, fields, lost, median
 
 REPO = Path(__file__).resolve().parents[1]
 TRAIN = REPO / "jobs" / "torch" / "train.py"
@@ -202,6 +202,10 @@ def main() -> None:
         result[f"np{np}_bare_ips"] = runs.typical(("bare", np))
         result[f"np{np}_harness_ips"] = runs.typical(("harness", np))
         result.update(fields(f"np{np}_", wall, cpu))
+        if args.pairs >= 2:  # both orders: the crossover reading, beside the median (no verdict)
+            ratio, effect = crossover(runs.ratios(("harness", np), ("bare", np)))
+            result[f"np{np}_crossover_ratio"] = round(ratio, 4)
+            result[f"np{np}_order_effect"] = round(effect, 4)
     result.update(lost(walls, TARGET_PCT))
     cpu_lost = lost(cpus, TARGET_PCT)
     result["max_cpu_lost_pct"] = cpu_lost["max_lost_pct"]

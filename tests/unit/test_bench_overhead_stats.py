@@ -153,3 +153,17 @@ def test_fields_name_the_json_keys() -> None:
         "np2_pairs": 10,
         "np2_ci_coverage": 0.978,
     }
+
+
+def test_crossover_cancels_a_slower_first_run() -> None:
+    # rounds alternate the order, and the pair's first run is the slower: ratios 1.1 in the
+    # even rounds and 0.9 in the odd ones;
+    # ratio = sqrt(1.1 * 0.9) = sqrt(0.99) = 0.994987..., effect = sqrt(1.1 / 0.9) = 1.105541...
+    ratio, effect = S.crossover([1.1, 0.9, 1.1, 0.9])
+    assert ratio == pytest.approx(0.9949874, abs=1e-7)
+    assert effect == pytest.approx(1.1055416, abs=1e-7)
+    # no order effect: the crossover is the plain geometric mean, effect 1
+    ratio, effect = S.crossover([0.98, 0.98, 0.98])
+    assert ratio == pytest.approx(0.98) and effect == pytest.approx(1.0)
+    with pytest.raises(ValueError):
+        S.crossover([0.97])  # one order only
