@@ -45,6 +45,10 @@ COMM_SHARE_LABEL = "Comm. share of epoch (measured, from the run's trace) (%)"
 COMM_SPAN_SHARE_LABEL = "Comm. share of timeline span (start-up included) (%)"
 
 
+# A cell's scaling as the tables show it: S(trong), W(eak), - (a single scale, no scaling)
+SCALING_MARK: dict[str, str] = {"strong": "S", "weak": "W", "none": "-"}
+
+
 def axis_label(cells: pd.DataFrame) -> str:
     axis = str(cells["axis"].iloc[0]) if "axis" in cells.columns and len(cells) else "nodes"
     return AXIS_LABELS.get(axis, axis)
@@ -82,7 +86,7 @@ def scaling_table(cells: pd.DataFrame) -> pd.DataFrame:
     out = pd.DataFrame(
         {
             "Model": ordered["model"],
-            "Scaling": ordered["scaling"].map({"strong": "S", "weak": "W", "none": "-"}),
+            "Scaling": ordered["scaling"].map(SCALING_MARK),
             label: ordered["axis_value"],
             "Global batch": ordered["global_batch"],
             "Batch/node": ordered["global_batch"] // ordered["nodes"],
@@ -143,7 +147,7 @@ def overlap_table(cells: pd.DataFrame) -> pd.DataFrame:
     timed = _ordered(timed, ["model", *swept_args(timed), "axis_value", "scaling"])
     lead = {
         axis_label(cells): timed["axis_value"],
-        "Scaling": timed["scaling"].map({"strong": "S", "weak": "W", "none": "-"}),
+        "Scaling": timed["scaling"].map(SCALING_MARK),
         "Model": timed["model"],
         "Batch": timed["batch_per_rank"],
     }

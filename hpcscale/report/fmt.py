@@ -45,24 +45,7 @@ def _integer(v: int) -> str:
     return f"{v:,}" if abs(v) >= 10_000 else str(v)
 
 
-def _real(v: float) -> str:
-    if math.isnan(v):
-        return MISSING
-    if math.isinf(v):
-        return "∞" if v > 0 else "-∞"
-    if v.is_integer() and abs(v) < 1e15:
-        return _integer(int(v))
-    a = abs(v)
-    if a >= 10_000:
-        return f"{v:,.0f}"
-    if a >= 100:
-        return f"{v:.1f}"
-    if a >= 1:
-        return f"{v:.2f}"
-    return f"{v:.3g}"
-
-
-# `_real`'s cases in the order `_reals` numbers them: a float column formatted case by case
+# A float's cases, one format each, as `_real` picks them for a value and `_reals` for a column
 _REAL_FORMATS = (
     str,  # 0: a whole number below 10 000 (as an int)
     "{:,}".format,  # 1: a whole number from 10 000 (as an int)
@@ -71,6 +54,17 @@ _REAL_FORMATS = (
     "{:.2f}".format,  # 4: 1 and up
     "{:.3g}".format,  # 5: below 1
 )
+
+
+def _real(v: float) -> str:
+    if math.isnan(v):
+        return MISSING
+    if math.isinf(v):
+        return "∞" if v > 0 else "-∞"
+    a = abs(v)
+    if v.is_integer() and a < 1e15:
+        return _REAL_FORMATS[0 if a < 10_000 else 1](int(v))
+    return _REAL_FORMATS[2 if a >= 10_000 else 3 if a >= 100 else 4 if a >= 1 else 5](v)
 
 
 def _reals(values: np.ndarray) -> list[str]:

@@ -38,7 +38,7 @@ def per_step_table(rows: pd.DataFrame) -> pd.DataFrame:
     out = pd.DataFrame(
         {
             tables.axis_label(rows): rows["axis_value"],
-            "Scaling": rows["scaling"].map({"strong": "S", "weak": "W", "none": "-"}),
+            "Scaling": rows["scaling"].map(tables.SCALING_MARK),
             "Model": rows["model"],
             "Batch": rows["batch_per_rank"],
             term(TRACED).label: rows[TRACED] if TRACED in rows.columns else float("nan"),
