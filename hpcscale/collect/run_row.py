@@ -16,8 +16,7 @@ from hpcscale.collect.rates import throughput
 from hpcscale.collect.readers.command_row import CommandProblem, read_command_run
 from hpcscale.collect.split import Steps, exact_split, load_steps
 from hpcscale.collect.traces import reader_for
-from hpcscale.collect.traces.base import TraceSummary
-from hpcscale.collect.traces.horovod import NO_COLLECTIVES
+from hpcscale.collect.traces.base import NO_COLLECTIVES, TraceSummary
 from hpcscale.formats.exit_record import read_exit_record
 from hpcscale.formats.metrics import Metrics, load_metrics
 from hpcscale.formats.run_record import RunRecord, load_run_record

@@ -16,6 +16,9 @@ from typing import Any, ClassVar, Protocol
 
 from hpcscale.collect import intervals as iv
 
+# What a trace with no collective at all says, whatever its format (a 1-rank run)
+NO_COLLECTIVES = "no collectives recorded"
+
 
 class TraceSummary(Protocol):
     """One trace's figures as the collector reads them (times in µs)."""

@@ -10,10 +10,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hpcscale.collect import intervals as iv
-from hpcscale.collect.traces.base import TraceSummary
+from hpcscale.collect.traces.base import NO_COLLECTIVES, TraceSummary
 from hpcscale.collect.traces.horovod.classify import CATEGORIES
-
-NO_COLLECTIVES = "no collectives recorded"
 
 
 @dataclass
