@@ -9,7 +9,11 @@ sides alike), each run is summarised by the MEDIAN of its epochs after the warm-
 overhead is the MEDIAN over rounds of the per-pair ratio harness / bare, with a distribution-free
 confidence interval for that median: sorted ratios x(1) <= ... <= x(n), the interval
 [x(k), x(n+1-k)] covers the true median with probability 1 - 2 P(Binomial(n, 1/2) <= k - 1); k is
-the largest with coverage >= the level asked (95 %). Pure functions here are unit-tested
+the largest with coverage >= the level asked (95 %). The rounds of the rank counts run
+interleaved (round 1 of each, then round 2, ...) or blocked (every round of one rank count, then
+the next's), with optional discarded settling runs whenever the rank count changes (`schedule`):
+the PyTorch bench runs blocked with one settling run, as a first launch after the other rank
+count ran slow. Pure functions here are unit-tested
 (tests/unit/test_bench_overhead_stats.py); stdlib only.
 """
 
@@ -86,6 +90,36 @@ def order(group: Sequence[Config], i: int) -> list[Config]:
     return list(group) if i % 2 == 0 else list(reversed(group))
 
 
+Slot = tuple[Config, int | None]  # a run: its configuration and its round (None: settling)
+
+
+def schedule(
+    groups: Sequence[Sequence[Config]], pairs: int, blocked: bool = False, settle: int = 0
+) -> list[Slot]:
+    """Every run in running order, each with its round, or None for a settling run.
+
+    Rounds: `pairs` rounds of each group, the group's order reversed every other round
+    (`order`). Interleaved (default): round 1 of every group, then round 2 of every group, ...
+    Blocked: all rounds of the first group, then all of the next, so the rank count changes
+    once per group instead of every round. `settle` runs of the group's first configuration,
+    whose figures are discarded, go before the group's first run whenever the previous run
+    was of another group (and before the very first run): a launch right after the other
+    rank count was the slower one in 8 of 10 pairs of an idle run (session 13)."""
+    indexed = list(enumerate(groups))
+    if blocked:
+        rounds = [(g, i) for g in indexed for i in range(pairs)]
+    else:
+        rounds = [(g, i) for i in range(pairs) for g in indexed]
+    slots: list[Slot] = []
+    previous: int | None = None
+    for (gi, group), i in rounds:
+        if gi != previous:
+            slots += [(group[0], None)] * settle
+        previous = gi
+        slots += [(c, i) for c in order(group, i)]
+    return slots
+
+
 @dataclass(frozen=True)
 class Summary:
     """A ratio over pairs: its median, the CI of that median and the CI's coverage."""
@@ -124,26 +158,38 @@ def lost(summaries: Sequence[Summary], target_pct: float, level: float = 0.95) -
 
 
 class Paired:
-    """Runs each group (the configurations of one rank count) back to back, `pairs` rounds,
-    order reversed every other round; keeps each run's figure (median epoch after warm-up)."""
+    """Runs each group (the configurations of one rank count) `pairs` rounds, back to back
+    within a round, order reversed every other round, in `schedule`'s order (interleaved by
+    default; `blocked`, with `settle` discarded runs at each change of group); keeps each
+    counted run's figure (median epoch after warm-up), and the settling runs' apart."""
 
     def __init__(
-        self, groups: Sequence[Sequence[Config]], pairs: int, measure: Measure, warmup: int = 1
+        self,
+        groups: Sequence[Sequence[Config]],
+        pairs: int,
+        measure: Measure,
+        warmup: int = 1,
+        blocked: bool = False,
+        settle: int = 0,
     ) -> None:
         self.wall: dict[Config, list[float]] = {c: [] for g in groups for c in g}
         self.cpu: dict[Config, list[float]] = {c: [] for g in groups for c in g}
+        self.settled: list[tuple[Config, float]] = []  # (configuration, images/s), not counted
         self.run_s: list[float] = []
-        for i in range(pairs):
-            for group in groups:
-                for kind, np in order(group, i):
-                    t0 = time.monotonic()
-                    w, c = measure(kind, np)
-                    self.run_s.append(time.monotonic() - t0)
-                    self.wall[kind, np].append(run_figure(w, warmup))
-                    self.cpu[kind, np].append(run_figure(c, warmup))
-                    print(f"pair {i + 1}/{pairs} {kind} np={np}: {self.wall[kind, np][-1]:.1f} "
-                          f"images/s, {self.cpu[kind, np][-1]:.1f} images/cpu-s "
-                          f"({self.run_s[-1]:.1f} s)", file=sys.stderr, flush=True)  # fmt: skip
+        for (kind, np), i in schedule(groups, pairs, blocked, settle):
+            t0 = time.monotonic()
+            w, c = measure(kind, np)
+            self.run_s.append(time.monotonic() - t0)
+            if i is None:
+                self.settled.append(((kind, np), run_figure(w, warmup)))
+                print(f"settling {kind} np={np}: {self.settled[-1][1]:.1f} images/s, not "
+                      f"counted ({self.run_s[-1]:.1f} s)", file=sys.stderr, flush=True)  # fmt: skip
+                continue
+            self.wall[kind, np].append(run_figure(w, warmup))
+            self.cpu[kind, np].append(run_figure(c, warmup))
+            print(f"pair {i + 1}/{pairs} {kind} np={np}: {self.wall[kind, np][-1]:.1f} "
+                  f"images/s, {self.cpu[kind, np][-1]:.1f} images/cpu-s "
+                  f"({self.run_s[-1]:.1f} s)", file=sys.stderr, flush=True)  # fmt: skip
 
     def ratios(self, a: Config, b: Config, per_cpu: bool = False) -> list[float]:
         """Per round: a's figure / b's figure (both from the same round, run back to back)."""

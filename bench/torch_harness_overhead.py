@@ -11,6 +11,20 @@ over a few repeats cannot resolve 3 %. Instead:
 - a pair is one bare run and one harness run of the same rank count, back to back, bare first
   in odd pairs and harness first in even ones (a drift of the machine hits both sides alike);
   `--pairs` pairs per rank count;
+- the schedule (`--schedule`, `schedule` in the JSON line) is "blocked" by default: all of
+  np1's pairs, then all of np2's, so the rank count changes once, and `--settle` (1) discarded
+  runs (a bare one) go before each block (`settle_runs`: how many in all). Why: with the pairs
+  of both rank counts interleaved (`--schedule interleaved --settle 0`, the session-13 method),
+  the first np1 run after an np2 pair was the slower one in 8 of 10 pairs on the idle machine
+  (np1 order effect 1.155), which left np1's interval at [0.72, 1.26] while the harness's own
+  step costs the bare one's: the same DCGAN step through train.py's functions and bookkeeping
+  (loss .item()s, step log, no-op tracer, the synthetic pool's cycling) and through the bare
+  loop, alternated in blocks of 4 steps within one process, took the same thread CPU time
+  (harness/bare median ratios 1.013, 1.007, 1.000 over 20, 80 and 80 blocks; no extra
+  threads, the same torch thread counts); whole np1 processes (user + sys CPU of 64 steps:
+  2 x 36 minus 2 x 4 per epoch, 3 launches of each side per order, busy machine) gave
+  harness/bare 1.127 with bare first and 0.877 with harness first, crossover 0.994: the
+  order, not the harness. 10 pairs take 42 launches instead of 40;
 - a run counts as the median of its epochs after the first `--warmup-epochs` (images/s by wall
   clock, and images per second of rank 0's process CPU time); an epoch is its steps, as
   metrics.json's `images_per_s`: what the harness does between epochs (the loss all-reduce, its
@@ -23,12 +37,12 @@ over a few repeats cannot resolve 3 %. Instead:
 - `max_lost_pct` = (1 - the worst rank count's median ratio) x 100; `max_lost_ci_high_pct` its
   upper bound (the largest 1 - CI low over rank counts); `verdict`: "met" when that upper
   bound is <= `target_pct` (3), "not met" when some rank count's whole CI lies below
-  1 - 3 %, else "unresolved" (run more pairs: `--pairs 20`, x(6)..x(15), takes about 20
+  1 - 3 %, else "unresolved" (run more pairs: `--pairs 20`, x(6)..x(15), takes about 22
   minutes); "too few pairs" under 6 pairs, whose CI covers less than 95 % (a smoke run).
   `max_cpu_lost_pct` likewise by CPU time.
 
-The issue's figure, on an otherwise idle machine (about 10 minutes on 2 cores: 40 launches of
-~15 s each); ends with ONE JSON line:
+The issue's figure, on an otherwise idle machine (about 11 minutes on 2 cores: 42 launches of
+~16 s each); ends with ONE JSON line:
 
     .venv/bin/python bench/torch_harness_overhead.py --pairs 10 --epochs 6 --steps 16
 """
@@ -54,6 +68,7 @@ RANKS = (1, 2)
 PAIRS, EPOCHS, STEPS = 10, 6, 16  # the defaults: the issue's figure (see the docstring)
 TARGET_PCT = 3.0  # issue #31: the harness loses at most 3 % against the bare loop
 MPI_ENV = ["-x", "MASTER_ADDR", "-x", "MASTER_PORT", "-x", "OMP_NUM_THREADS"]
+SCHEDULES = ("blocked", "interleaved")  # overhead_stats.schedule: blocked=True / False
 
 
 def bare(args: argparse.Namespace) -> None:
@@ -170,17 +185,35 @@ def main() -> None:
     p.add_argument("--image-size", type=int, default=32)
     p.add_argument("--width", type=int, default=32)
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument(
+        "--schedule",
+        choices=SCHEDULES,
+        default="blocked",
+        help="blocked (default): every pair of one rank count, then the next's; interleaved: "
+        "round by round",
+    )
+    p.add_argument(
+        "--settle",
+        type=int,
+        default=1,
+        help="discarded runs whenever the rank count changes (and first); default 1",
+    )
     args = p.parse_args()
     if args.bare:
         bare(args)
         return
-    if args.pairs < 1 or args.epochs <= args.warmup_epochs:
-        p.error("need --pairs >= 1 and --epochs > --warmup-epochs")
+    if args.pairs < 1 or args.epochs <= args.warmup_epochs or args.settle < 0:
+        p.error("need --pairs >= 1, --epochs > --warmup-epochs and --settle >= 0")
     groups = [[("bare", np), ("harness", np)] for np in RANKS]
     started, load0 = time.monotonic(), os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="hpcscale-bench-") as tmp:
         runs = Paired(
-            groups, args.pairs, lambda k, n: measure(k, n, args, Path(tmp)), args.warmup_epochs
+            groups,
+            args.pairs,
+            lambda k, n: measure(k, n, args, Path(tmp)),
+            args.warmup_epochs,
+            blocked=args.schedule == "blocked",
+            settle=args.settle,
         )
 
     result: dict[str, object] = {
@@ -193,6 +226,8 @@ def main() -> None:
         "epochs_per_run": args.epochs,
         "warmup_epochs": args.warmup_epochs,
         "steps_per_epoch": args.steps,
+        "schedule": args.schedule,
+        "settle_runs": len(runs.settled),
     }
     walls, cpus = [], []
     for np in RANKS:

@@ -167,3 +167,67 @@ def test_crossover_cancels_a_slower_first_run() -> None:
     assert ratio == pytest.approx(0.98) and effect == pytest.approx(1.0)
     with pytest.raises(ValueError):
         S.crossover([0.97])  # one order only
+
+
+def test_schedule_interleaved_is_the_old_order_without_settling() -> None:
+    groups = [[("bare", 1), ("harness", 1)], [("bare", 2), ("harness", 2)]]
+    assert S.schedule(groups, 2) == [
+        (("bare", 1), 0), (("harness", 1), 0), (("bare", 2), 0), (("harness", 2), 0),
+        (("harness", 1), 1), (("bare", 1), 1), (("harness", 2), 1), (("bare", 2), 1),
+    ]  # fmt: skip
+
+
+def test_schedule_settles_whenever_the_rank_count_changes() -> None:
+    groups = [[("bare", 1), ("harness", 1)], [("bare", 2), ("harness", 2)]]
+    # interleaved: the rank count changes before every group of every round -> 4 settling runs
+    assert S.schedule(groups, 2, settle=1) == [
+        (("bare", 1), None), (("bare", 1), 0), (("harness", 1), 0),
+        (("bare", 2), None), (("bare", 2), 0), (("harness", 2), 0),
+        (("bare", 1), None), (("harness", 1), 1), (("bare", 1), 1),
+        (("bare", 2), None), (("harness", 2), 1), (("bare", 2), 1),
+    ]  # fmt: skip
+
+
+def test_schedule_blocked_changes_rank_count_once() -> None:
+    groups = [[("bare", 1), ("harness", 1)], [("bare", 2), ("harness", 2)]]
+    # blocked: 3 rounds of np1 (orders given, reversed, given), then 3 of np2; one settling
+    # run before each block, so 2 settling runs and 12 counted ones
+    assert S.schedule(groups, 3, blocked=True, settle=1) == [
+        (("bare", 1), None),
+        (("bare", 1), 0), (("harness", 1), 0),
+        (("harness", 1), 1), (("bare", 1), 1),
+        (("bare", 1), 2), (("harness", 1), 2),
+        (("bare", 2), None),
+        (("bare", 2), 0), (("harness", 2), 0),
+        (("harness", 2), 1), (("bare", 2), 1),
+        (("bare", 2), 2), (("harness", 2), 2),
+    ]  # fmt: skip
+    # two settling runs each time, one group only: settling only at the start
+    assert S.schedule([[("a", 1), ("b", 1)]], 2, blocked=True, settle=2) == [
+        (("a", 1), None), (("a", 1), None),
+        (("a", 1), 0), (("b", 1), 0), (("b", 1), 1), (("a", 1), 1),
+    ]  # fmt: skip
+
+
+def test_paired_discards_the_settling_runs() -> None:
+    calls: list[tuple[str, int]] = []
+    figures = iter(range(1, 100))
+
+    def measure(kind: str, np: int) -> tuple[list[float], list[float]]:
+        calls.append((kind, np))
+        f = float(next(figures))
+        return [1000.0, f, f], [1000.0, 2 * f, 2 * f]
+
+    groups = [[("bare", 1), ("harness", 1)], [("bare", 2), ("harness", 2)]]
+    runs = S.Paired(groups, 2, measure, blocked=True, settle=1)
+    assert calls == [
+        ("bare", 1), ("bare", 1), ("harness", 1), ("harness", 1), ("bare", 1),
+        ("bare", 2), ("bare", 2), ("harness", 2), ("harness", 2), ("bare", 2),
+    ]  # fmt: skip
+    # figures in call order 1..10: settling bare1 = 1 and bare2 = 6 are not counted;
+    # bare1 = 2, 5; harness1 = 3, 4; bare2 = 7, 10; harness2 = 8, 9
+    assert runs.settled == [(("bare", 1), 1.0), (("bare", 2), 6.0)]
+    assert runs.wall[("bare", 1)] == [2.0, 5.0]
+    assert runs.ratios(("harness", 1), ("bare", 1)) == [3 / 2, 4 / 5]
+    assert runs.ratios(("harness", 2), ("bare", 2), per_cpu=True) == [8 / 7, 9 / 10]
+    assert len(runs.run_s) == 10  # every launch timed, settling ones included
