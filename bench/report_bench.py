@@ -20,6 +20,12 @@ system, of the process: what the targets are judged on, as the machine is shared
 machine stretches wall time, not work) and the wall seconds of each, the CPU milliseconds per
 run, and the ratio CPU time(1,000) / time(250) (4 is linear).
 
+The cached report, on which the targets are judged, is timed --repeat times (default 5) in a
+row: one sample on a shared or noisy machine (its speed moves by +-20 %) decides nothing. Each
+sample is printed (`report_cached_cpu_samples_s`, with `report_cached_cpu_min_s`), and
+`report_cached` is their median, which the checks judge (likewise `overlap_cpu_s`'s
+`report_cached`, with its samples and min in `overlap_report_cached_cpu_samples_s` / `_min_s`).
+
 Targets (issue 23): report (cached) of 1,000 runs < 5 s; the 1,000 / 250 ratio < 5 for collect
 and report; with --big, 10,000 runs reported (cached) in < 60 s. A case (unless
 --no-overlap; alone with --only-overlap): 1,000 runs all started within a second, so every run
@@ -34,6 +40,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -49,6 +56,7 @@ STEPS = ("collect_first", "collect_cached", "report_first", "report_cached")
 TARGET_REPORT_1000_S = 5.0
 TARGET_RATIO = 5.0
 TARGET_REPORT_BIG_S = 60.0
+REPEAT = 5  # samples of the cached report; the median is judged
 OVERLAP_RUNS = 1000  # 1,000 runs that all overlapped, reported (cached) in < 5 s
 DEFAULT_SOURCE = Path(
     os.environ.get("HPCSCALE_BENCH_CACHE", Path.home() / ".cache" / "hpcscale" / "report_bench")
@@ -195,9 +203,12 @@ def measure(
     timeout: float,
     overlap: bool = False,
     keep: bool = False,
+    repeat: int = REPEAT,
 ) -> dict:
     """Render and fill a campaign of `runs` runs (all at once with `overlap`), then time the
-    four steps (see the module). `keep`: the workdir stays (to profile a report of it)."""
+    four steps (see the module), the cached report `repeat` times: its entry is the median
+    (wall and CPU) and "report_cached_samples" lists each sample's CPU seconds. `keep`: the
+    workdir stays (to profile a report of it)."""
     wd = tmp / f"n{runs}{'-overlap' if overlap else ''}"
     yaml = tmp / f"{NAME}-{runs}.yaml"
     yaml.write_text(campaign_text(runs))
@@ -212,16 +223,29 @@ def measure(
         raise SystemExit(f"{runs} runs asked, {filled} rendered")
     collect = [*exe, "collect", NAME, "--timeline", "-w", str(wd)]
     report = [*exe, "report", NAME, "-w", str(wd)]
-    out: dict[str, tuple[float, float, bool]] = {}
+    out: dict = {}
     for step, argv in zip(STEPS, (collect, collect, report, report), strict=True):
         if step == "report_first":
             for f in (".collect-cache.json", "results.parquet", "results.csv"):
                 (wd / NAME / f).unlink(missing_ok=True)
-        wall, cpu, finished = out[step] = timed(argv, timeout)
-        said = "" if finished else f"NOT FINISHED, killed after {timeout:.0f} s: "
-        log(f"{runs} runs: {step} {said}{cpu:.2f} s CPU, {wall:.2f} s wall")
-        if not finished:  # the later steps would not finish either
-            break
+        samples: list[tuple[float, float]] = []
+        for i in range(repeat if step == "report_cached" else 1):
+            wall, cpu, finished = timed(argv, timeout)
+            said = "" if finished else f"NOT FINISHED, killed after {timeout:.0f} s: "
+            nth = f" {i + 1}/{repeat}" if step == "report_cached" else ""
+            log(f"{runs} runs: {step}{nth} {said}{cpu:.2f} s CPU, {wall:.2f} s wall")
+            if not finished:  # the later samples and steps would not finish either
+                out[step] = (wall, cpu, False)
+                break
+            samples.append((wall, cpu))
+        else:
+            walls, cpus = zip(*samples, strict=True)
+            out[step] = (statistics.median(walls), statistics.median(cpus), True)
+            if step == "report_cached":
+                out["report_cached_samples"] = list(cpus)
+                log(f"{runs} runs: {step} median {out[step][1]:.2f} s CPU, min {min(cpus):.2f}")
+            continue
+        break
     if (wd / NAME / "report" / "index.md").exists():
         size = (wd / NAME / "report" / "index.md").stat().st_size
         log(f"{runs} runs: index.md {size / 1e3:.0f} kB")
@@ -257,6 +281,12 @@ def main() -> None:
     )
     ap.add_argument("--only-overlap", action="store_true", help="only that case")
     ap.add_argument(
+        "--repeat",
+        type=int,
+        default=REPEAT,
+        help=f"samples of each cached report; the median is judged (default {REPEAT})",
+    )
+    ap.add_argument(
         "--keep",
         type=Path,
         default=None,
@@ -270,6 +300,8 @@ def main() -> None:
         help="the command to time (default: this interpreter's `hpcscale` console script)",
     )
     args = ap.parse_args()
+    if args.repeat < 1:
+        ap.error("--repeat must be at least 1")
     exe = (
         args.hpcscale.split()
         if args.hpcscale
@@ -285,17 +317,19 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="report_bench.") as scratch:
         tmp = args.keep.resolve() if keep else Path(scratch)
         for n in sizes:
-            times[n] = measure(exe, real, n, tmp, args.timeout, keep=keep)
+            times[n] = measure(exe, real, n, tmp, args.timeout, keep=keep, repeat=args.repeat)
         over = {}
         if args.only_overlap or not args.no_overlap:
-            over = measure(exe, real, OVERLAP_RUNS, tmp, args.timeout, overlap=True, keep=keep)
+            over = measure(
+                exe, real, OVERLAP_RUNS, tmp, args.timeout, True, keep, repeat=args.repeat
+            )
 
     def cpu(n: int, step: str) -> float | None:
         """CPU seconds of a step that finished (None: not run, or killed)."""
         got = times[n].get(step)
         return None if got is None or not got[2] else got[1]
 
-    result: dict = {"bench": "report_scale", "runs": sizes}
+    result: dict = {"bench": "report_scale", "runs": sizes, "repeat": args.repeat}
     for step in STEPS:
         result[f"{step}_cpu_s"] = {str(n): _r(cpu(n, step)) for n in sizes}
         result[f"{step}_wall_s"] = {
@@ -311,6 +345,16 @@ def main() -> None:
         result[f"{step}_cpu_ms_per_run"] = {
             str(n): _r(None if cpu(n, step) is None else 1e3 * cpu(n, step) / n, 2) for n in sizes
         }
+    # every sample of the cached report (its _cpu_s above is their median, which is judged)
+    result["report_cached_cpu_samples_s"] = {
+        str(n): [_r(c) for c in times[n].get("report_cached_samples", [])] for n in sizes
+    }
+    result["report_cached_cpu_min_s"] = {
+        str(n): _r(min(times[n]["report_cached_samples"]))
+        if times[n].get("report_cached_samples")
+        else None
+        for n in sizes
+    }
     ratios: dict[str, float | None] = {}
     if {250, 1000} <= set(sizes):
         for step in STEPS:
@@ -327,11 +371,14 @@ def main() -> None:
         t = cpu(BIG, "report_cached")
         checks["report_10000_under_60s"] = t is not None and t < TARGET_REPORT_BIG_S
     if over:  # every run overlapped every other: the shared-machine check's worst case
-        done = {step: got for step, got in over.items() if got[2]}
+        done = {step: over[step] for step in STEPS if step in over and over[step][2]}
         result["overlap_runs"] = OVERLAP_RUNS
         result["overlap_cpu_s"] = {step: _r(got[1]) for step, got in done.items()}
         result["overlap_wall_s"] = {step: _r(got[0]) for step, got in done.items()}
-        t = result["overlap_cpu_s"].get("report_cached")
+        cached = over.get("report_cached_samples", [])
+        result["overlap_report_cached_cpu_samples_s"] = [_r(c) for c in cached]
+        result["overlap_report_cached_cpu_min_s"] = _r(min(cached)) if cached else None
+        t = result["overlap_cpu_s"].get("report_cached")  # the median of the samples
         checks["report_1000_overlap_under_5s"] = t is not None and t < TARGET_REPORT_1000_S
     result["targets"] = {
         "report_1000_s": TARGET_REPORT_1000_S,

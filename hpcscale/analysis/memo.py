@@ -32,7 +32,9 @@ class FrameMemo(Generic[T]):
             if same and k == key and unchanged(frame, snapshot):
                 return self._copy(result)
         result = compute()
-        self._entries.insert(0, (frame, key, frame.copy(), self._copy(result)))
+        # copy-on-write (pandas 3): a shallow copy keeps what the frame holds now, whatever is
+        # done to the frame later, without copying its columns
+        self._entries.insert(0, (frame, key, frame.copy(deep=False), self._copy(result)))
         del self._entries[SIZE:]
         return result
 

@@ -131,8 +131,21 @@ def targets(
     target_loss is given), plateau_epoch, time_to_plateau_s. Not reached: NaN. `loss_key` may
     name an accuracy column (val_accuracy, train_accuracy) as well as a loss; `goal` 'max'
     means at or above the target."""
-    runs = normalise(df)
-    out = runs[["run_id", *cell_keys(runs.columns), "repeat"]].copy()
+    return _targets(normalise(df), target_loss, loss_key, window, tol, goal)
+
+
+def _targets(
+    runs: pd.DataFrame,
+    target_loss: float | None = None,
+    loss_key: str | None = None,
+    window: int = PLATEAU_WINDOW,
+    tol: float = PLATEAU_TOL,
+    goal: Goal = "min",
+) -> pd.DataFrame:
+    """`targets` of runs already `normalise`d (normalising them again costs as much as the
+    first time: the memo knows a frame by identity, not by having made it)."""
+    # copy-on-write (pandas 3): the selection is a frame of its own, no .copy() needed
+    out = runs[["run_id", *cell_keys(runs.columns), "repeat"]]
     cols: dict[str, list[float]] = {name: [] for name in TARGET_COLUMNS}
     missing: list[FrameError] = []
     for _, run in runs.iterrows():
@@ -233,7 +246,7 @@ def campaign_targets(df: pd.DataFrame, specs: Sequence[TargetSpec] = ()) -> Camp
     if specs:
         per, cells = [], []
         for spec in specs:
-            one = targets(runs, target_loss=spec.value, loss_key=spec.metric, goal=spec.goal)
+            one = _targets(runs, target_loss=spec.value, loss_key=spec.metric, goal=spec.goal)
             one = one.assign(plateau_epoch=np.nan, time_to_plateau_s=np.nan)
             per.append(one.assign(target=spec.text, target_source=spec.source))
             cells.append(fold_targets(one).assign(target=spec.text, target_source=spec.source))
@@ -243,7 +256,8 @@ def campaign_targets(df: pd.DataFrame, specs: Sequence[TargetSpec] = ()) -> Camp
     kinds = sorted({str(f) for f in family})
     unset = tuple(k or "unknown" for k in kinds if DEFAULT_TARGETS.get(k) is None)
     classifiers = runs[family.to_numpy() == "cnn"]
-    per_run = targets(classifiers)  # no target: epochs/time to target stay NaN
+    # no target: epochs/time to target stay NaN; the index reset as normalise would
+    per_run = _targets(classifiers.reset_index(drop=True))
     source = "default for classifiers (model_family cnn)"
     per_run = per_run.assign(target="val_accuracy plateau", target_source=source)
     cells = fold_targets(per_run).assign(target="val_accuracy plateau", target_source=source)

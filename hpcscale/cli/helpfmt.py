@@ -10,12 +10,21 @@
 - A docstring's single line breaks are spaces, so text is wrapped at the terminal's width only,
   never mid-sentence where the source line ended; a paragraph starting with `\\b` keeps its
   line breaks (click's convention, for a block of example commands).
+
+typer imports its rich help (`typer.rich_utils`: rich's markdown and traceback, about a tenth
+of a second) only to print help or an error; `install` adjusts it when it is imported, so a
+command that prints neither (a report) never imports it (#28).
 """
 
 from __future__ import annotations
 
+import importlib.util
 import inspect
 import re
+import sys
+from collections.abc import Callable, Sequence
+from importlib.machinery import ModuleSpec
+from types import ModuleType
 from typing import Any
 
 LIST_TYPE = re.compile(r"^<list\[(.*)\]>$")
@@ -53,11 +62,35 @@ def _whole_columns_table(table_class: type) -> type:
     return WholeColumns
 
 
-def install() -> None:
-    """Apply the adjustments to typer's classes and rich help (once, at CLI import)."""
+class _WhenImported:
+    """A `sys.meta_path` finder that runs `then(module)` once the module `name` is imported
+    (after its code ran, before the import returns it), and leaves the path."""
+
+    def __init__(self, name: str, then: Callable[[ModuleType], None]) -> None:
+        self.name, self.then = name, then
+
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
+    ) -> ModuleSpec | None:
+        if fullname != self.name:
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(fullname)  # as if this finder were not there
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return spec
+        run, then = spec.loader.exec_module, self.then
+
+        def exec_module(module: ModuleType) -> None:
+            run(module)
+            then(module)
+
+        spec.loader.exec_module = exec_module  # type: ignore[method-assign]
+        return spec
+
+
+def _adjust_rich_help(rich_utils: ModuleType) -> None:
+    """The adjustments to typer's rich help (`typer.rich_utils`)."""
     from rich.text import Text
-    from typer import rich_utils
-    from typer.core import TyperArgument, TyperOption
 
     def make_rich_text(*, text: str, style: str = "", markup_mode: Any) -> Any:
         return rich_utils.highlighter(Text(_paragraphs(text), style=style))
@@ -69,6 +102,17 @@ def install() -> None:
     rich_utils._make_rich_text = make_rich_text  # type: ignore[assignment]
     rich_utils._make_command_help = make_command_help  # type: ignore[assignment]
     rich_utils.Table = _whole_columns_table(rich_utils.Table)  # type: ignore[misc]
+
+
+def install() -> None:
+    """Apply the adjustments to typer's classes (once, at CLI import) and to its rich help
+    when that is imported (at once if it is already)."""
+    from typer.core import TyperArgument, TyperOption
+
+    if "typer.rich_utils" in sys.modules:
+        _adjust_rich_help(sys.modules["typer.rich_utils"])
+    elif not any(isinstance(f, _WhenImported) for f in sys.meta_path):
+        sys.meta_path.insert(0, _WhenImported("typer.rich_utils", _adjust_rich_help))
 
     option_type = TyperOption.display_type_rich
     argument_type = TyperArgument.display_type_rich

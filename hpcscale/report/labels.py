@@ -109,22 +109,39 @@ GROUP_PARTS: tuple[str, ...] = (
 CELL_PARTS: tuple[str, ...] = (*GROUP_PARTS, "nodes", "ranks")
 
 
-def varying(rows: pd.DataFrame, parts: Sequence[str]) -> list[str]:
-    """The parts whose value differs between rows (NaN/None counted as a value)."""
+def varying(rows: pd.DataFrame, parts: Sequence[str], texts: _Texts | None = None) -> list[str]:
+    """The parts whose value differs between rows (NaN/None counted as a value). `texts`: the
+    columns' texts made by an earlier question about the same rows."""
+    texts = _Texts(rows) if texts is None else texts
     out = []
     for name in parts:
         cols = [c for c in part_of(name)[0] if c in rows.columns]
-        if cols and _distinct(rows, cols) > 1:
+        if cols and _distinct(rows, cols, texts) > 1:
             out.append(name)
     return out
 
 
-def _distinct(rows: pd.DataFrame, cols: Sequence[str]) -> int:
+class _Texts(dict[str, list[str]]):
+    """Column -> its values as Python strings, each column made once: labelling a frame asks
+    `_distinct` of the same columns again and again (a 1,000-cell sweep: 190 questions)."""
+
+    def __init__(self, rows: pd.DataFrame) -> None:
+        super().__init__()
+        self.rows = rows
+
+    def __missing__(self, col: str) -> list[str]:
+        self[col] = out = list(map(str, self.rows[col].tolist()))
+        return out
+
+
+def _distinct(rows: pd.DataFrame, cols: Sequence[str], texts: _Texts | None = None) -> int:
     """How many different rows `cols` hold, each value as its text (None and NaN apart): a set
-    of Python strings, not DataFrame.map(str) + drop_duplicates (a big sweep's labels' cost)."""
+    of Python strings, not DataFrame.map(str) + drop_duplicates (a big sweep's labels' cost).
+    `texts`: the texts of `rows`' columns made so far (kept for the next question)."""
     if not cols:
         return 1
-    return len(set(zip(*(map(str, rows[c].tolist()) for c in dict.fromkeys(cols)), strict=True)))
+    texts = _Texts(rows) if texts is None else texts
+    return len(set(zip(*(texts[c] for c in dict.fromkeys(cols)), strict=True)))
 
 
 def describe(row: pd.Series, parts: Sequence[str]) -> str:
@@ -137,12 +154,14 @@ def describe(row: pd.Series, parts: Sequence[str]) -> str:
 IMPLIED: tuple[str, ...] = ("global_batch", "batch_per_rank", "layout", "nodes", "fixed_batch")
 
 
-def minimal(rows: pd.DataFrame, parts: Sequence[str]) -> list[str]:
+def minimal(rows: pd.DataFrame, parts: Sequence[str], texts: _Texts | None = None) -> list[str]:
     """`parts` without those in IMPLIED that add no distinction between the rows."""
     keep = list(parts)
+    texts = _Texts(rows) if texts is None else texts
 
     def distinct(ps: list[str]) -> int:
-        return _distinct(rows, [c for p in ps for c in part_of(p)[0] if c in rows.columns])
+        cols = [c for p in ps for c in part_of(p)[0] if c in rows.columns]
+        return _distinct(rows, cols, texts)
 
     full = distinct(keep)
     for part in IMPLIED:
@@ -156,7 +175,8 @@ def minimal(rows: pd.DataFrame, parts: Sequence[str]) -> list[str]:
 def labels(rows: pd.DataFrame, parts: Sequence[str] = CELL_PARTS, fallback: str = "") -> list[str]:
     """One label per row naming only what differs (workload arguments too); `fallback` (or the
     model) when nothing does."""
-    diff = minimal(rows, varying(rows, with_args(rows, parts)))
+    texts = _Texts(rows)
+    diff = minimal(rows, varying(rows, with_args(rows, parts), texts), texts)
     if not diff:
         base = fallback or (str(rows["model"].iloc[0]) if len(rows) else "")
         return [base] * len(rows)
@@ -231,10 +251,12 @@ def with_setting(
 def _needed(rows: pd.DataFrame, identity: list[str]) -> list[str]:
     """The fewest knob parts that, with the identity columns, tell every cell apart."""
 
-    def distinct(parts: Sequence[str]) -> int:
-        return _distinct(rows, identity + [c for p in parts for c in part_of(p)[0]])
+    texts = _Texts(rows)
 
-    parts = varying(rows, with_args(rows, ["epochs", *KNOB_PARTS]))
+    def distinct(parts: Sequence[str]) -> int:
+        return _distinct(rows, identity + [c for p in parts for c in part_of(p)[0]], texts)
+
+    parts = varying(rows, with_args(rows, ["epochs", *KNOB_PARTS]), texts)
     full = distinct(parts)
     if distinct([]) == full:
         return []
@@ -254,6 +276,12 @@ def _key(values: Iterable[Any]) -> tuple:
 
 
 def _missing(v: Any) -> bool:
+    if v is None:
+        return True
+    if isinstance(v, float):  # numpy's float64 too (whose != gives a numpy bool)
+        return bool(v != v)
+    if isinstance(v, str | int):  # bool too; numpy's integers and others: pd.isna
+        return False
     try:
         return bool(pd.isna(v))
     except (TypeError, ValueError):  # a list-like value: not missing

@@ -59,10 +59,24 @@ def read_runs(campaign_dir: Path) -> list[tuple[dict[str, Any], dict[str, Any] |
             run = msgspec.structs.asdict(load_run_record(rd))
         except HpcscaleError:
             continue
-        metrics = _read(rd.parent / "metrics.json")
-        prov = metrics.get("provenance") if isinstance(metrics, dict) else None
+        prov = _read_provenance(rd.parent / "metrics.json")
         out.append((run, prov if isinstance(prov, dict) else None))
     return out
+
+
+class _Provenance(msgspec.Struct):
+    """The one field of metrics.json read here: decoding the rest (per-epoch series, a
+    thousand runs of them) into Python objects was most of this section's time."""
+
+    provenance: Any = None
+
+
+def _read_provenance(path: Path) -> Any:
+    """metrics.json's `provenance`, or None when the file is unreadable or no JSON object."""
+    try:
+        return msgspec.json.decode(path.read_bytes(), type=_Provenance).provenance
+    except (OSError, msgspec.DecodeError, UnicodeDecodeError):  # ValidationError included
+        return None
 
 
 def software_table(runs: list[tuple[dict[str, Any], dict[str, Any] | None]]) -> pd.DataFrame:
@@ -83,7 +97,7 @@ def software_table(runs: list[tuple[dict[str, Any], dict[str, Any] | None]]) -> 
 
 def knobs_table(runs: list[tuple[dict[str, Any], dict[str, Any] | None]]) -> pd.DataFrame:
     envs = [p.get("env") or {} for _, p in runs if p is not None]
-    names = sorted({k for env in envs for k in env if is_knob(k)})
+    names = sorted(k for k in {k for env in envs for k in env} if is_knob(k))  # each name once
     rows: list[dict[str, Any]] = []
     for name in names:
         values = [env.get(name) for env in envs]
@@ -155,10 +169,3 @@ def _revision(prov: dict[str, Any]) -> str | None:
     if not rev:
         return None
     return f"{rev[:12]} (uncommitted changes)" if prov.get("git_dirty") else str(rev[:12])
-
-
-def _read(path: Path) -> Any:
-    try:
-        return msgspec.json.decode(path.read_bytes())
-    except (OSError, msgspec.DecodeError, UnicodeDecodeError):
-        return None

@@ -102,7 +102,7 @@ def mark_flagged(
     marked = cells[cells["flags"].astype(bool).to_numpy() | has_problem]
     pairs, shown = _matches(table.frame, marked, match)
     kinds: dict[int, dict[str, None]] = {}
-    for row, text in zip(pairs["row"].tolist(), pairs["flags"].tolist(), strict=True):
+    for row, text in pairs:
         kinds.setdefault(row, {}).update(dict.fromkeys(k for k in text.split(", ") if k))
     marks = [", ".join(kinds.get(row, ())) for row in range(len(table.frame))]
     reasons: dict[str, str] = {}
@@ -142,24 +142,24 @@ def mark_cell_tables(section: Section, cells: pd.DataFrame) -> Section:
 
 def _matches(
     frame: pd.DataFrame, cells: pd.DataFrame, match: Mapping[str, str]
-) -> tuple[pd.DataFrame, pd.Index]:
+) -> tuple[list[tuple[int, str]], pd.Index]:
     """(row, flags) pairs: the position of each table row and the flags text of the cells it
     matches on every `match` pair (all cells when there is nothing to match on), each text once
-    per row; and the index of every cell some row matches. Cells alike in keys and flags (a
-    knob sweep's copies match every row of theirs alike) are joined once: the pairs of a
-    1,000-cell sweep were rows x cells."""
-    left = pd.DataFrame({"row": np.arange(len(frame))})
-    right = pd.DataFrame({"cell": cells.index, "flags": [str(v) for v in cells["flags"]]})
-    on = [f"k{i}" for i in range(len(match))]
-    for k, (t, c) in zip(on, match.items(), strict=True):
-        left[k] = [_key(v) for v in frame[t]]
-        right[k] = [_key(v) for v in cells[c]]
-    distinct = right.drop_duplicates([*on, "flags"])[[*on, "flags"]]
-    if not on:
-        return left.merge(distinct, how="cross"), cells.index
-    pairs = left.merge(distinct, on=on, sort=False).sort_values("row", kind="stable")
-    seen = right.merge(left[on].drop_duplicates(), on=on, how="left", indicator=True)
-    return pairs[["row", "flags"]], cells.index[(seen["_merge"] == "both").to_numpy()]
+    per row, in row order and, within a row, in the order the cells first show it; and the
+    index of every cell some row matches. A join through a dict of the cells' keys (pandas'
+    merges of text keys cost more than the join itself: 4 tables of a 1,000-cell sweep)."""
+    flags = [str(v) for v in cells["flags"]]
+    if not match:
+        every = list(dict.fromkeys(flags))
+        return [(row, text) for row in range(len(frame)) for text in every], cells.index
+    rows = list(zip(*([_key(v) for v in frame[t]] for t in match), strict=True))
+    keys = list(zip(*([_key(v) for v in cells[c]] for c in match.values()), strict=True))
+    texts: dict[tuple[str, ...], dict[str, None]] = {}
+    for key, text in zip(keys, flags, strict=True):
+        texts.setdefault(key, {})[text] = None
+    pairs = [(row, text) for row, key in enumerate(rows) for text in texts.get(key, ())]
+    shown = set(rows)
+    return pairs, cells.index[np.array([key in shown for key in keys], dtype=bool)]
 
 
 def _cells_by_run(runs: pd.DataFrame, ctx: TableContext) -> Callable[[str], str]:
@@ -185,6 +185,13 @@ def _cells_by_run(runs: pd.DataFrame, ctx: TableContext) -> Callable[[str], str]
 def _key(v: Any) -> str:
     """A value as `mark_flagged` compares it: missing as one value, numbers to 9 significant
     digits (1 and 1.0 alike), anything else as its text."""
+    kind = type(v)  # the usual types first: isinstance against numbers.Real is slow
+    if kind is str:
+        return v
+    if kind is float:
+        return "\0missing" if v != v else f"{v:.9g}"
+    if kind is int:
+        return f"{float(v):.9g}"
     if _nan(v):
         return "\0missing"
     if isinstance(v, Real):

@@ -272,7 +272,7 @@ def extrapolation_section(
         "and a serial fraction s within 0..1."
     ]
     names = group_labels(cells) if len(cells) else {}
-    for _, r in refused.iterrows():
+    for r in refused.to_dict("records"):  # a dict per row, not a Series
         text.append(
             f"No prediction for {names.get(r['group'], r['model'])} "
             f"({str(r['law']).capitalize()}): {r['reason']}."
