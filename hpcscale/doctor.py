@@ -1,13 +1,16 @@
 """`hpcscale doctor`: what a campaign on one system needs, checked here, each check with the
 command that fixes it. The launchers the profile uses on PATH; for a SLURM system sbatch, sacct
-and the cluster answering; the profile's Python (its version, TensorFlow, Horovod and the
-controllers it was built with, mpi4py), asked in a subprocess since it need not be the
-interpreter running hpcscale; the compiled timeline scanner of this hpcscale. For a campaign,
-what its frameworks import (Framework.python_modules: PyTorch for `strategy: torch_ddp`).
+and the cluster answering; the profile's Python (its version, what the bundled TensorFlow
+programs import, mpi4py), asked in a subprocess since it need not be the interpreter running
+hpcscale; the compiled part of this hpcscale's default trace reader. For a campaign, what its
+frameworks import (Framework.python_modules: PyTorch for `strategy: torch_ddp`). What only one
+framework knows how to check (its distribution library and how it was built) it probes and
+checks itself (Framework.doctor_probes, Framework.doctor_check).
 """
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import shlex
@@ -15,19 +18,17 @@ import shutil
 import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cache
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from hpcscale.frameworks import Framework, for_strategy
+from hpcscale.frameworks.checks import Check
+from hpcscale.frameworks.checks import said as _said
+from hpcscale.model.registry import DEFAULT_STRATEGY, FRAMEWORKS, TRACE_READERS
 from hpcscale.model.system import System, load_system, python_of
 
-HOROVOD_VERSION = "0.28.1"
-# Horovod from source against TensorFlow, MPI and Gloo (the Makefile's HOROVOD_ENV; a test holds
-# the two together). NCCL is added for profiles whose GPU runs reduce with it.
-HOROVOD_ENV = (
-    "HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITH_MPI=1 HOROVOD_WITH_GLOO=1 "
-    "HOROVOD_WITHOUT_PYTORCH=1 HOROVOD_WITHOUT_MXNET=1"
-)
 JOBS_EXTRA_FALLBACK = (  # pyproject [jobs]
     "tensorflow-cpu==2.15.1",
     "mpi4py>=3.1",
@@ -39,13 +40,14 @@ JOBS_EXTRA_FALLBACK = (  # pyproject [jobs]
 # import beside this CPU build.
 TORCH_VERSION = "2.13.0"
 TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
-# what a profile-only doctor (no campaign) probes: the bundled TensorFlow programs' needs
-TF_PROBES = ("tensorflow", "msgspec", "horovod", "mpi4py")
+# the top-level modules of TensorFlow itself (a framework importing one runs the bundled
+# TensorFlow programs)
+TF_MODULES = ("tensorflow", "keras")
 MIN_JOB_PYTHON = (3, 9)  # what the bundled programs (jobs/) are written for
 PROBE_TIMEOUT_S = 300  # importing TensorFlow on a loaded login node takes a while
 SLURM_TIMEOUT_S = 30
-# launcher -> (program on PATH, where it comes from); horovodrun runs as the job's
-# `python -m horovod.runner.launch`, so Horovod's check covers it
+# launcher -> (program on PATH, where it comes from); a launcher that runs as a Python module
+# of the job (not here) is its framework's to check (Framework.doctor_probes)
 LAUNCHER_PROGRAMS = {
     "srun": ("srun", "SLURM's client commands: run this on the cluster's login node"),
     "mpirun": ("mpirun", "Open MPI (apt-get install openmpi-bin) or your MPI module"),
@@ -67,12 +69,6 @@ def probe(name, fn):
 def tensorflow():
     import tensorflow as tf
     return {"version": tf.__version__}
-def horovod():
-    import horovod
-    import horovod.tensorflow as hvd
-    return {"version": horovod.__version__, "mpi": bool(hvd.mpi_built()),
-            "gloo": bool(hvd.gloo_built()), "nccl": bool(hvd.nccl_built()),
-            "runner": importlib.util.find_spec("horovod.runner.launch") is not None}
 def mpi4py():
     import mpi4py
     mpi4py.rc.initialize = False
@@ -95,22 +91,46 @@ def module(name):
         top = sys.modules[name.split(".")[0]]
         return {"version": str(getattr(top, "__version__", "unknown"))}
     return fn
-known = {"tensorflow": tensorflow, "msgspec": msgspec, "horovod": horovod, "mpi4py": mpi4py,
-         "torch": torch}
-for name in sys.argv[1:] or TF_PROBES:
+FRAMEWORK_PROBES
+known = {"tensorflow": tensorflow, "msgspec": msgspec, "mpi4py": mpi4py, "torch": torch}
+known.update({FRAMEWORK_KNOWN})
+for name in sys.argv[1:]:
     probe(name, known.get(name) or module(name))
 sys.stdout.write("\n%s%s\n" % (MARK, json.dumps(out)))
-""".replace("MARK", repr(PROBE_MARK)).replace("TF_PROBES", repr(list(TF_PROBES)))
+""".replace("MARK", repr(PROBE_MARK))
 
 
-@dataclass(frozen=True)
-class Check:
-    """One line of the doctor's answer; `fix` is what to do when it failed."""
+@cache
+def frameworks() -> tuple[Framework, ...]:
+    """Every registered framework, in the registry's order."""
+    return tuple(for_strategy(line.strategy) for line in FRAMEWORKS.values())
 
-    name: str
-    passed: bool
-    detail: str
-    fix: str = ""
+
+@cache
+def own_probes() -> dict[str, Framework]:
+    """The probes a framework brings (Framework.doctor_probes) -> that framework."""
+    return {name: fw for fw in frameworks() for name in fw.doctor_probes}
+
+
+@cache
+def probe_script() -> str:
+    """PROBE with the frameworks' own probes in it."""
+    sources = [fw.doctor_probes[name] for name, fw in own_probes().items()]
+    known = ", ".join(f"{name!r}: {name}" for name in own_probes())
+    return PROBE.replace("FRAMEWORK_PROBES", "".join(sources)).replace("FRAMEWORK_KNOWN", known)
+
+
+def _tf_frameworks() -> list[Framework]:
+    return [fw for fw in frameworks() if any(_root(m) in TF_MODULES for m in fw.python_modules)]
+
+
+@cache
+def tf_probes() -> tuple[str, ...]:
+    """What a profile checked alone (no campaign) is probed for: the bundled TensorFlow
+    programs' needs, TensorFlow, msgspec, the own probes of every framework running them (the
+    programs import each framework's library whichever strategy a run uses), mpi4py."""
+    own = [name for fw in _tf_frameworks() for name in fw.doctor_probes]
+    return tuple(dict.fromkeys(["tensorflow", "msgspec", *own, "mpi4py"]))
 
 
 @dataclass
@@ -145,7 +165,7 @@ def doctor(system: str = "local") -> Diagnosis:
     out.checks += launcher_checks(profile)
     if profile.scheduler == "slurm":
         out.checks += slurm_checks(profile)
-    out.checks += python_checks(profile, python, run_probe(profile, python))
+    out.checks += python_checks(profile, python, run_probe(profile, python, tf_probes()))
     out.checks.append(scanner_check())
     return out
 
@@ -206,31 +226,38 @@ def slurm_checks(profile: System) -> list[Check]:
 
 
 def run_probe(profile: System, python: str, modules: Sequence[str] = ()) -> dict[str, Any]:
-    """What the profile's Python can import (see PROBE): `modules` (names of PROBE's probes or
-    any importable module), else TF_PROBES; {"error": ...} when it cannot run."""
+    """What the profile's Python can import (see PROBE): `modules` (names of PROBE's probes,
+    the frameworks' own, or any importable module), else tf_probes(); {"error": ...} when it
+    cannot run."""
     env = {**os.environ, **{k: str(v) for k, v in profile.env.items()}}
-    _, said = _run([python, "-c", PROBE, *modules], PROBE_TIMEOUT_S, env)
-    for line in reversed(said.splitlines()):
+    argv = [python, "-c", probe_script(), *(modules or tf_probes())]
+    _, answer = _run(argv, PROBE_TIMEOUT_S, env)
+    for line in reversed(answer.splitlines()):
         if line.startswith(PROBE_MARK):
             result: dict[str, Any] = json.loads(line[len(PROBE_MARK) :])
             return result
-    return {"error": said.strip().splitlines()[-1] if said.strip() else "no output"}
+    return {"error": answer.strip().splitlines()[-1] if answer.strip() else "no output"}
 
 
 def probes_for(needs: Sequence[str] | None) -> list[str]:
     """What to probe for the bundled programs of frameworks importing `needs` (their
     python_modules; None: a profile alone, the TensorFlow programs' needs): the TensorFlow
-    set when any of them is TensorFlow's or Horovod's, else msgspec and NumPy (which every
-    bundled program imports; TensorFlow brings NumPy), then the others."""
+    set when any of them is TensorFlow's or a TensorFlow framework's, else msgspec and NumPy
+    (which every bundled program imports; TensorFlow brings NumPy), then the others."""
     if needs is None:
-        return list(TF_PROBES)
+        return list(tf_probes())
     tf = any(_is_tf(m) for m in needs)
-    names = list(TF_PROBES) if tf else ["msgspec", "numpy"]
+    names = list(tf_probes()) if tf else ["msgspec", "numpy"]
     return list(dict.fromkeys(names + [m for m in needs if not _is_tf(m)]))
 
 
+def _root(module: str) -> str:
+    return module.split(".")[0]
+
+
 def _is_tf(module: str) -> bool:
-    return module.split(".")[0] in ("tensorflow", "horovod", "keras")
+    roots = {_root(m) for fw in _tf_frameworks() for m in fw.python_modules}
+    return _root(module) in roots | set(TF_MODULES)
 
 
 def python_checks(
@@ -274,8 +301,9 @@ def python_checks(
               "" if "version" in msg else f"{pip} 'msgspec>=0.18' (the jobs read and write "
               "hpcscale's result files with it)")
     )  # fmt: skip
-    if "horovod" in names:
-        checks.append(horovod_check(profile, probe["horovod"], python))
+    for name, fw in own_probes().items():  # a framework's own: its library and its build
+        if name in names:
+            checks.append(fw.doctor_check(name, profile, python, probe[name]))
     if "mpi4py" in names:
         mpi = probe["mpi4py"]
         checks.append(
@@ -283,7 +311,7 @@ def python_checks(
                   "" if "version" in mpi else f"{pip} mpi4py (needs the MPI library's compiler "
                   "wrapper mpicc: apt-get install libopenmpi-dev, or load your MPI module)")
         )  # fmt: skip
-    extra = [n for n in names if n not in TF_PROBES]
+    extra = [n for n in names if n not in tf_probes() and n not in own_probes()]
     return checks + module_checks(profile, python, probe, extra)
 
 
@@ -327,80 +355,40 @@ def torch_check(profile: System, said: dict[str, Any], python: str) -> Check:
     return Check("torch", True, f"{detail} with {', '.join(built)}")
 
 
-def horovod_needs(profile: System) -> list[str]:
-    """The controllers/operations Horovod must be built with for this profile's flavours."""
-    needs: list[str] = []
-    for flavour in profile.mpi.values():
-        envs = [profile.env, flavour.env, profile.gpu.env, flavour.gpu.env]
-        values = {str(v).lower() for e in envs for k, v in e.items() if k.startswith("HOROVOD_")}
-        args = flavour.launcher_args if flavour.launcher_args is not None else profile.launcher_args
-        gloo = "gloo" in values or "--gloo" in args
-        needs.append("gloo" if gloo else "mpi")
-        if "nccl" in values:
-            needs.append("nccl")
-    return list(dict.fromkeys(needs))
-
-
-def horovod_command(python: str, nccl: bool = False) -> str:
-    """The source build of Horovod for the profile's Python (with NCCL for GPU profiles)."""
-    env = HOROVOD_ENV + (" HOROVOD_GPU_OPERATIONS=NCCL" if nccl else "")
-    return (
-        f"{env} {shlex.quote(python)} -m pip install --no-cache-dir --no-build-isolation "
-        f"horovod=={HOROVOD_VERSION}"
-    )
-
-
-def horovod_check(profile: System, hvd: dict[str, Any], python: str) -> Check:
-    needs = horovod_needs(profile)
-    fix = horovod_command(python, nccl="nccl" in needs)
-    if "version" not in hvd:
-        return Check("horovod", False, _said(hvd, "Horovod"), f"after TensorFlow: {fix}")
-    built = [name for name in ("mpi", "gloo", "nccl") if hvd.get(name)]
-    missing = [n for n in needs if n not in built]
-    names = {"mpi": "MPI", "gloo": "Gloo", "nccl": "NCCL"}
-    detail = f"Horovod {hvd['version']} built with " + (
-        ", ".join(names[n] for n in built) or "no controller"
-    )
-    if missing:
-        detail += f"; the profile's flavours need {', '.join(names[n] for n in missing)}"
-        return Check("horovod", False, detail, f"rebuild it: {fix}")
-    return Check("horovod", True, detail)
-
-
 def scanner_check() -> Check:
-    """The compiled timeline scanner of this hpcscale (collect --timeline's fast engine)."""
+    """The compiled scanner of the default framework's trace reader (the `_scan` module of its
+    package; collect --timeline's fast engine). Named by the registry, so imported by name."""
+    trace = for_strategy(DEFAULT_STRATEGY).trace or ""
+    where = TRACE_READERS[trace].where if trace in TRACE_READERS else ""
+    module = where.partition(":")[0].rpartition(".")[0] + "._scan"
     try:
-        from hpcscale.collect.traces.horovod import _scan  # noqa: F401
+        importlib.import_module(module)
     except ImportError as exc:
         return Check(
             "timeline scanner",
             False,
-            f"hpcscale.collect.traces.horovod._scan is missing ({exc}); collect falls back to "
+            f"{module} is missing ({exc}); collect falls back to "
             "the pure-Python engine (same results, 3-4x slower)",
             "install a C compiler (apt-get install gcc python3-dev) and reinstall hpcscale: "
             "pip install --force-reinstall --no-deps --no-binary hpcscale hpcscale",
         )
-    return Check("timeline scanner", True, "compiled (hpcscale.collect.traces.horovod._scan)")
+    return Check("timeline scanner", True, f"compiled ({module})")
 
 
 def jobs_requirements(profile: System) -> list[str]:
     """What `pip install 'hpcscale[jobs]'` adds (this hpcscale's own metadata), with the GPU
-    build of TensorFlow for a profile with GPUs. Never Horovod: it needs the source build."""
+    build of TensorFlow for a profile with GPUs. Never a framework's library that its own
+    check installs from source (the default framework's)."""
     try:
         reqs = metadata.requires("hpcscale") or []
     except metadata.PackageNotFoundError:
         reqs = []
     extra = [r.split(";")[0].strip() for r in reqs if 'extra == "jobs"' in r]
-    extra = [r for r in extra or JOBS_EXTRA_FALLBACK if not r.startswith("horovod")]
+    own = tuple(own_probes())
+    extra = [r for r in extra or JOBS_EXTRA_FALLBACK if not r.startswith(own)]
     if profile.gpus_per_node:
         extra = [r.replace("tensorflow-cpu", "tensorflow[and-cuda]") for r in extra]
     return extra
-
-
-def _said(result: dict[str, Any], what: str) -> str:
-    if "version" in result:
-        return f"{what} {result['version']}"
-    return f"{what} does not import: {result.get('error', 'unknown error')}"
 
 
 def _run(argv: list[str], timeout: float, env: dict[str, str] | None = None) -> tuple[bool, str]:

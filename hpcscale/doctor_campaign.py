@@ -3,12 +3,12 @@
 The campaign's own profile (resolved beside the campaign file, as `submit` resolves it: the
 `local.yaml` that `init` wrote, not the shipped `local`), its launchers and scheduler; for a
 bundled program the jobs' Python with what the campaign's frameworks import
-(Framework.python_modules over the strategies its matrix uses: TensorFlow, Horovod and mpi4py
-for the TensorFlow programs, PyTorch for `strategy: torch_ddp`); for the user's own command
+(Framework.python_modules over the strategies its matrix uses: TensorFlow and its distribution
+library for the TensorFlow programs, PyTorch for `strategy: torch_ddp`); for the user's own command
 (`workload.command`) only what that command needs: its working directory, its interpreter
 running, its program file there, and PyTorch when it says `workload.framework: torch`. A
-command is not asked for TensorFlow (whether a Horovod program is TensorFlow's or PyTorch's is
-its own choice).
+command is not asked for TensorFlow (which library its program trains with is its own
+choice).
 """
 
 from __future__ import annotations
@@ -37,12 +37,12 @@ from hpcscale.frameworks import for_strategy
 from hpcscale.model.campaign import LoadedCampaign, load_campaign
 from hpcscale.model.command import (
     AS_WRITTEN,
-    FRAMEWORK_STRATEGY,
     PYTHONS,
     fields_of,
     resolve_cwd,
 )
 from hpcscale.model.errors import InputError
+from hpcscale.model.registry import COMMAND_FRAMEWORKS, DEFAULT_STRATEGY
 from hpcscale.model.site_examples import refuse_site_examples
 from hpcscale.model.system import SHIPPED_DIR, System, python_of
 from hpcscale.starter import STARTER_FILE
@@ -101,15 +101,16 @@ def doctor_campaign(campaign: str | Path, system: str | None = None) -> Diagnosi
 
 def strategies_of(loaded: LoadedCampaign) -> list[str]:
     """The `strategy:` values the campaign's matrix uses (its zip groups too), else the
-    default, horovod; for a command with `workload.framework`, that framework's."""
+    default framework's (the registry's); for a command with `workload.framework`, that
+    framework's."""
     c = loaded.campaign
     if c.workload.command is not None and c.workload.framework is not None:
-        return [FRAMEWORK_STRATEGY[c.workload.framework]]
+        return [COMMAND_FRAMEWORKS[c.workload.framework]]
     values: list[object] = []
     for group in [c.axes(), *c.matrix.zip]:
         value = group.get("strategy", [])
         values += value if isinstance(value, list) else [value]
-    return [str(v) for v in dict.fromkeys(values)] or ["horovod"]
+    return [str(v) for v in dict.fromkeys(values)] or [DEFAULT_STRATEGY]
 
 
 def campaign_modules(loaded: LoadedCampaign) -> tuple[str, ...]:

@@ -1,6 +1,7 @@
 """`hpcscale init`: a starting point in the user's own directory. Either a commented starter
-campaign sweeping the axes one tries first (nodes, layout, batch, a Horovod knob) with a copy of
-a system profile beside it to edit, or a copy of one of the shipped example campaigns.
+campaign sweeping the axes one tries first (nodes, layout, batch, a knob of the default
+framework: Framework.starter) with a copy of a system profile beside it to edit, or a copy of
+one of the shipped example campaigns.
 
 Nothing is overwritten unless asked (`force`): every target is checked before anything is
 written, so a refusal leaves the directory as it was.
@@ -15,7 +16,9 @@ from pathlib import Path
 import yaml
 
 from hpcscale.formats.atomic import atomic_write
+from hpcscale.frameworks import for_strategy
 from hpcscale.model.errors import UsageError
+from hpcscale.model.registry import DEFAULT_STRATEGY
 from hpcscale.model.resources import campaigns_dir
 from hpcscale.model.system import System, load_system
 from hpcscale.model.validation import did_you_mean
@@ -105,6 +108,7 @@ def starter_campaign(profile: System, profile_file: str) -> str:
     layouts = [f"1x{cores}"] + ([f"2x{cores // 2}"] if cores >= 2 else [])
     nodes = [n for n in (1, 2) if n <= profile.max_nodes]
     gpus = profile.gpus_per_node
+    starter = for_strategy(DEFAULT_STRATEGY).starter  # a knob and the trace's words
     body: list[tuple[str, str]] = [
         (f"name: {STARTER_NAME}", f"run data goes to ./hpcscale-runs/{STARTER_NAME}/"),
         (f"description: DCGAN weak scaling on {profile.name}, nodes x layout x batch x fusion", ""),
@@ -119,9 +123,9 @@ def starter_campaign(profile: System, profile_file: str) -> str:
         ("  device: cpu", f"GPU runs: gpu, no layout, gpus_per_node: [1, {gpus}]" if gpus else ""),
         (f"  layout: {_flow(layouts)}", "CPU ranks per node x threads per rank"),
         ("  batch: [16, 32]", "images per rank (weak scaling)"),
-        ("  fusion_threshold_mb: [64]", "Horovod's tensor fusion buffer (MB): try [16, 64, 128]"),
+        *([starter.knob] if starter else []),
         ("repeats: 1", "runs per cell: 3 or more give the report noise intervals"),
-        ("collect: {timeline: true}", "Horovod timelines: the compute/communication split"),
+        *([("collect: {timeline: true}", starter.trace)] if starter else []),
     ]
     width = max(len(line) for line, note in body if note) + 2
     lines = [line.ljust(width) + f"# {note}" if note else line for line, note in body]

@@ -19,7 +19,7 @@ from typing import Any
 import pandas as pd
 
 from hpcscale.analysis.frame import normalise
-from hpcscale.analysis.metric import ScalingMetric
+from hpcscale.model.scaling_metric import ScalingMetric
 
 
 @dataclass(frozen=True)

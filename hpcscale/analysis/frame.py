@@ -19,6 +19,7 @@ from hpcscale.analysis import (
 from hpcscale.analysis.memo import FrameMemo
 from hpcscale.model import vocab
 from hpcscale.model.errors import UsageError
+from hpcscale.model.registry import DEFAULT_STRATEGY
 
 REQUIRED: tuple[str, ...] = ("model", "scaling", "device", "nodes")
 COMPLETED = "COMPLETED"  # hpcscale.state.states.RunState.COMPLETED: the one measured state
@@ -41,7 +42,7 @@ _DEFAULTS: dict[str, Any] = {
     "mark_cycles": False,
     "time_limit_min": None,
     "threads_per_task": 1,
-    "strategy": "horovod",
+    "strategy": DEFAULT_STRATEGY,
     "cross_device_ops": None,
     "mpi": "openmpi",
     "fusion_threshold_mb": np.nan,

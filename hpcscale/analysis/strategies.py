@@ -1,4 +1,5 @@
-"""How a run's strategy is named in tables, labels and legends (Ahmad & Cai's names)."""
+"""How a run's strategy is named in tables, labels and legends (Ahmad & Cai's names): each
+framework's `display_name` (hpcscale.frameworks), a user's program's by the Command framework."""
 
 from __future__ import annotations
 
@@ -6,31 +7,30 @@ from collections.abc import Mapping
 
 import pandas as pd
 
-# How a command run's strategy is named: its program may use Horovod, torch, or no framework.
-COMMAND_STRATEGY = "Your program"
-_CROSS_DEVICE = {
-    "nccl": "NcclAllReduce",
-    "reduce_to_one": "ReductionToOneDevice",
-    "hierarchical_copy": "HierarchicalCopy",
-}
+from hpcscale.frameworks import Framework, for_cell
+from hpcscale.model.registry import DEFAULT_STRATEGY, STRATEGIES
+
+
+def _framework(strategy: object, own: bool) -> Framework:
+    """The run's framework. A strategy the registry does not know (a command's empty one, a
+    notebook frame's missing value) is the default's, as analysis.frame fills a missing one."""
+    return for_cell(strategy if strategy in STRATEGIES else DEFAULT_STRATEGY, own)
 
 
 def strategy_name(
     strategy: str, cross_device_ops: object, mpi: str, command: object = None, launcher: object = ""
 ) -> str:
-    """Ahmad & Cai name MirroredStrategy runs by their cross-device op; Horovod runs by MPI;
-    PyTorch DDP runs by their launcher. A command (the user's own program) is Horovod only when
-    horovodrun launched it, PyTorch DDP when its campaign says `workload.framework: torch`."""
-    if strategy == "torch_ddp":  # gloo or NCCL, whichever MPI ran around it
-        own = isinstance(command, str) and command
-        return (
-            f"{COMMAND_STRATEGY} (PyTorch DDP)" if own else f"PyTorch DDP ({launcher or 'mpirun'})"
-        )
-    if isinstance(command, str) and command and launcher != "horovodrun":
-        return f"{COMMAND_STRATEGY} ({mpi})"
-    if strategy == "mirrored":
-        return _CROSS_DEVICE.get(str(cross_device_ops), "MirroredStrategy")
-    return f"Horovod ({mpi})"
+    """The run's framework's `display_name`; a command (the user's own program) is named by
+    hpcscale.frameworks.command.Command."""
+    own = isinstance(command, str) and bool(command)
+    fields = {
+        "strategy": strategy,
+        "cross_device_ops": cross_device_ops,
+        "mpi": mpi,
+        "command": command,
+        "launcher": launcher,
+    }
+    return _framework(strategy, own).display_name(fields)
 
 
 def strategy_of(row: Mapping[str, object]) -> str:

@@ -10,6 +10,7 @@ from rich.markup import escape
 
 from hpcscale import api
 from hpcscale.cli.common import JsonOpt, console, print_json
+from hpcscale.model.registry import FRAMEWORKS, load
 
 
 def doctor(
@@ -34,7 +35,7 @@ def doctor(
 ) -> None:
     """Check what a campaign needs on this machine: its profile's launchers on PATH, SLURM
     answering (SLURM systems), and the jobs' Python: for a bundled TensorFlow program
-    TensorFlow, Horovod (built with MPI, Gloo, NCCL) and mpi4py; for strategy: torch_ddp (or a
+    TensorFlow, FRAMEWORK_LIBRARIES and mpi4py; for strategy: torch_ddp (or a
     command with `workload.framework: torch`) PyTorch; for your own command
     (`workload.command`) its directory, its interpreter and its program file. Exit 0 when all
     pass, 1 otherwise."""
@@ -54,3 +55,11 @@ def doctor(
             console.print(f"{mark}  {escape(c.name)}: {escape(c.detail)}{fix}", highlight=False)
     if not found.ok:
         raise typer.Exit(1)
+
+
+# what the frameworks check of their own libraries, named by each (Framework.doctor_words, a
+# class attribute: the registry's classes, not instances)
+doctor.__doc__ = (doctor.__doc__ or "").replace(
+    "FRAMEWORK_LIBRARIES",
+    ", ".join(words for line in FRAMEWORKS.values() if (words := load(line.where).doctor_words)),
+)

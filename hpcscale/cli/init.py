@@ -12,6 +12,7 @@ from hpcscale import api
 from hpcscale.cli.common import console
 from hpcscale.cli.complete import example_names, system_names
 from hpcscale.cli.tables import Grid
+from hpcscale.model.registry import DEFAULT_FRAMEWORK, FRAMEWORKS, load
 
 DirectoryArg = Annotated[Path, typer.Argument(help="where to write (created if missing)")]
 
@@ -40,7 +41,7 @@ def init(
     ] = False,
     force: Annotated[bool, typer.Option("--force", help="overwrite files that exist")] = False,
 ) -> None:
-    """Start a study here: a commented campaign (nodes, layout, batch, a Horovod knob) and a
+    """Start a study here: a commented campaign (nodes, layout, batchDEFAULT_KNOB) and a
     copy of a system profile to edit, or one of the shipped campaigns (--example). Never
     overwrites a file unless --force."""
     if list_:
@@ -56,3 +57,11 @@ def init(
     width = max(len(cmd) for cmd, _ in done.next_commands)
     for cmd, what in done.next_commands:
         console.print(f"  {escape(cmd.ljust(width))}   # {escape(what)}", highlight=False)
+
+
+# the knob the starter sweeps, as its framework (the default) names it (Framework.starter; a
+# class attribute: the registry's class, not an instance)
+_starter = load(FRAMEWORKS[DEFAULT_FRAMEWORK].where).starter
+init.__doc__ = (init.__doc__ or "").replace(
+    "DEFAULT_KNOB", f", {_starter.knob_words}" if _starter else ""
+)

@@ -39,7 +39,6 @@ from pathlib import Path
 from typing import Any
 
 from hpcscale.analysis.context import TableContext
-from hpcscale.analysis.metric import ScalingMetric
 from hpcscale.collect import table as table_module
 from hpcscale.collect.readers.command_row import NOT_RUN as NOT_RUN_OUTPUT
 from hpcscale.collect.readers.command_row import declared_metric
@@ -59,6 +58,7 @@ from hpcscale.formats.atomic import atomic_write
 from hpcscale.formats.exit_record import EXIT_NAME
 from hpcscale.formats.outputs import output_globs
 from hpcscale.model.errors import UsageError
+from hpcscale.model.scaling_metric import ScalingMetric
 from hpcscale.state.run_state import KnownState, run_states, states_without_ledger
 from hpcscale.state.stale import stale_runs
 from hpcscale.state.states import RunState

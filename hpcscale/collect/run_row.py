@@ -20,11 +20,12 @@ from hpcscale.collect.traces.base import NO_COLLECTIVES, TraceSummary
 from hpcscale.formats.exit_record import read_exit_record
 from hpcscale.formats.metrics import Metrics, load_metrics
 from hpcscale.formats.run_record import RunRecord, load_run_record
+from hpcscale.launchers import implied_strategy
 from hpcscale.model.errors import HpcscaleError
 from hpcscale.model.vocab import args_as_columns
 
 # `trace_source`: which trace a run's timeline columns came from, as the report labels them
-# (the reader's `label`: "Horovod timeline", "PyTorch profiler"); "" when none was read.
+# (the reader's `label`, hpcscale.model.registry.TRACE_READERS); "" when none was read.
 TIMELINE_EXTRA = ("span_s", "timeline_events", "straggler_rank", "trace_source")
 NO_TRACE = ""
 # A timeline that is cut or ends before the last timed step: its per-epoch figures describe
@@ -45,8 +46,9 @@ WINDOW_NOTE = (
     "no per-epoch ones (none scaled up from a window)"
 )
 NAN = float("nan")
-HOROVODRUN = "horovodrun"  # the one launcher that says a command's program is Horovod's
-NO_STRATEGY = ""  # a command's strategy column: not "horovod" (empty, yet a groupable value)
+# a command's strategy column unless its launcher implies one: not run.json's default (empty,
+# yet a groupable value)
+NO_STRATEGY = ""
 
 
 class RunProblem(Exception):
@@ -77,8 +79,8 @@ def run_fields(rec: RunRecord) -> dict[str, Any]:
     """The run's fields as table columns: run.json's fields, then each workload argument as
     `args.<name>` (what tells a run's cell apart, besides its fields)."""
     fields = {col: getattr(rec, col, None) for col in RUN_COLUMNS}
-    if rec.command is not None and rec.launcher != HOROVODRUN:
-        # run.json's default says horovod; the user's own program may use no framework at all
+    if rec.command is not None and implied_strategy(rec.launcher) is None:
+        # run.json has the default strategy; the user's own program may use no framework at all
         fields["strategy"] = NO_STRATEGY
     return {**fields, **args_as_columns(rec.args)}
 
@@ -290,7 +292,8 @@ def _timeline_columns(
         )
     _per_step(row, s)
     per_epoch = NAN if epochs is None else max(epochs, 1)
-    # a category the format cannot know (Horovod's own, in a profiler trace) is unknown, not 0
+    # a category the format cannot know (another framework's own, in a profiler trace): unknown,
+    # not 0
     for key in ("comm", "negotiate", "wait_for_data", "wait_for_other_tensor_data"):
         row[f"{key}_s"] = NAN if key in s.UNKNOWN_CATEGORIES else s.seconds(key) / per_epoch
     for key in ("transport", "queue", "memcpy"):
@@ -371,7 +374,7 @@ def _per_step(row: dict[str, Any], s: TraceSummary) -> None:
 def _traced_steps(s: TraceSummary) -> int | None:
     """How many steps a profiler trace holds inside the timed window (its ProfilerStep
     markers with anything in them: those outside the window are empty); None for a trace
-    without step markers (a Horovod timeline, which covers the whole run)."""
+    without step markers (a timeline covering the whole run)."""
     if not s.steps:
         return None
     return sum(1 for x in s.steps if x.get("compute_us") or x.get("comm_us"))

@@ -22,6 +22,7 @@ import msgspec
 
 from hpcscale.formats._messages import key_of, read_bytes
 from hpcscale.model.errors import InputError
+from hpcscale.model.registry import DEFAULT_STRATEGY
 from hpcscale.model.vocab import CrossDeviceOps, Device, Scaling, Strategy
 
 SCHEMA_VERSION = 1
@@ -52,7 +53,7 @@ class RunRecord(msgspec.Struct, kw_only=True):
     replicas_per_task: int = 1
     batch_per_rank: int
     global_batch: int
-    strategy: Strategy = "horovod"
+    strategy: Strategy = DEFAULT_STRATEGY
     cross_device_ops: Optional[CrossDeviceOps] = None
     mpi: str = "openmpi"
     launcher: str = "mpirun"

@@ -7,6 +7,7 @@ A framework is one module here and one line in hpcscale.model.registry.FRAMEWORK
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -15,6 +16,7 @@ from hpcscale.model.vocab import ARGS_PREFIX
 from hpcscale.model.workloads import Declaration, args_problem
 
 if TYPE_CHECKING:
+    from hpcscale.frameworks.checks import Check
     from hpcscale.model.campaign import LoadedCampaign
     from hpcscale.model.run import Run
     from hpcscale.model.system import System
@@ -44,6 +46,17 @@ class Placement:
     knobs: dict[str, Any]
 
 
+@dataclass(frozen=True)
+class Starter:
+    """What `hpcscale init`'s starter campaign shows of the default framework: a matrix line
+    sweeping one of its knobs with its comment, the comment on `collect: {timeline: true}`
+    (what its trace gives), and how help names that knob ("a ... knob")."""
+
+    knob: tuple[str, str]
+    trace: str
+    knob_words: str
+
+
 class Framework:
     name: ClassVar[str]
     # the knobs it reads (names of hpcscale.model.run.KNOB_DEFAULTS)
@@ -55,6 +68,17 @@ class Framework:
     rendezvous: ClassVar[bool] = False
     # what the job's Python must import for it (`hpcscale doctor` checks them)
     python_modules: ClassVar[tuple[str, ...]] = ()
+    # `hpcscale doctor`'s probes of the jobs' Python that only it knows: name -> the source of
+    # a function of that name (standard library only, 3.6 syntax) returning a dict; its
+    # doctor_check reads the answer
+    doctor_probes: ClassVar[Mapping[str, str]] = {}
+    # how `hpcscale doctor --help` names what its doctor_probes check
+    doctor_words: ClassVar[str | None] = None
+    # what `hpcscale init`'s starter shows of it when it is the default framework
+    starter: ClassVar[Starter | None] = None
+    # a user's program following it is named after it ("Your program (<this>)"): its campaign
+    # said so (`workload.framework:`); None: named by its launcher (see Command.display_name)
+    own_program_label: ClassVar[str | None] = None
 
     def place(self, cell: Cell) -> Placement:
         """Lay the cell out, or raise hpcscale.model.scaling.ScalingError naming the axis."""
@@ -77,9 +101,19 @@ class Framework:
         """The variables every rank gets, beyond the profile's."""
         return {}
 
+    def doctor_check(self, name: str, profile: System, python: str, found: dict[str, Any]) -> Check:
+        """`hpcscale doctor`'s line for one of its doctor_probes: what `found` says, and the
+        fix for this profile's Python when it fails."""
+        raise NotImplementedError(name)
+
     def single_process(self, run: Run) -> bool:
         """One process drives every device: started without an MPI launcher."""
         return False
+
+    def display_name(self, fields: Mapping[str, object]) -> str:
+        """How tables, labels and legends name a run of it (Ahmad & Cai's names); `fields`:
+        the run's or cell's strategy, cross_device_ops, mpi, command and launcher."""
+        return self.name
 
 
 def knobs_of(a: Assignment, names: tuple[str, ...]) -> dict[str, Any]:

@@ -4,11 +4,13 @@ by default), and told through the environment what a bundled program would switc
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import ClassVar
 
 from hpcscale import rankwrap
 from hpcscale.frameworks.base import Cell, Framework, Placement
+from hpcscale.launchers import implied_strategy
 from hpcscale.model.command import AS_WRITTEN, command_words, placeholder_values
 from hpcscale.model.run import Run
 from hpcscale.model.system import System, python_of
@@ -16,6 +18,7 @@ from hpcscale.model.system import System, python_of
 # Run by its path with -I (no user site, no script directory on sys.path): the job's Python
 # need not have hpcscale installed, and hpcscale/'s own modules never shadow a stdlib one.
 RANKWRAP = str(Path(rankwrap.__file__).resolve())
+OWN_PROGRAM = "Your program"  # how tables name a command's runs: its framework may be none
 
 
 def command_argv(run: Run, system: System, run_dir: str, rank_env: bool = False) -> list[object]:
@@ -70,3 +73,12 @@ class Command(Framework):
 
     def single_process(self, run: Run) -> bool:
         return self.borrowed.single_process(run)
+
+    def display_name(self, fields: Mapping[str, object]) -> str:
+        """Named after the framework its campaign declared, or that its launcher implies
+        (Launcher.implies_strategy); otherwise by its MPI: the program may use no framework."""
+        if (label := self.borrowed.own_program_label) is not None:
+            return f"{OWN_PROGRAM} ({label})"
+        if implied_strategy(fields.get("launcher")) is not None:
+            return self.borrowed.display_name(fields)
+        return f"{OWN_PROGRAM} ({fields['mpi']})"

@@ -3,15 +3,23 @@ Horovod knobs as its environment, a Horovod timeline as its trace."""
 
 from __future__ import annotations
 
-from typing import ClassVar
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
-from hpcscale.frameworks.base import Cell, Framework, Placement, knobs_of
+from hpcscale.frameworks.base import Cell, Framework, Placement, Starter, knobs_of
+from hpcscale.frameworks.checks import Check
+from hpcscale.frameworks.horovod_tf_doctor import PROBES, horovod_check
 from hpcscale.frameworks.tf_jobs import program_argv
 from hpcscale.model.run import Run
-from hpcscale.model.scaling import ScalingError, fit_layout, fusion_threshold_bytes
+from hpcscale.model.scaling import ScalingError, fit_layout
 from hpcscale.model.system import System
 
 KNOBS = ("fusion_threshold_mb", "cycle_time_ms", "fp16_allreduce", "hierarchical_allreduce")
+
+
+def fusion_threshold_bytes(mb: float) -> int:
+    """HOROVOD_FUSION_THRESHOLD is in bytes; campaigns speak MB (as horovodrun's flag does)."""
+    return round(mb * 1024 * 1024)
 
 
 def horovod_env(run: Run) -> dict[str, object]:
@@ -58,6 +66,13 @@ class HorovodTF(Framework):
     knobs: ClassVar[tuple[str, ...]] = KNOBS
     trace: ClassVar[str | None] = "horovod"
     python_modules: ClassVar[tuple[str, ...]] = ("tensorflow", "horovod.tensorflow")
+    doctor_probes: ClassVar[Mapping[str, str]] = PROBES
+    doctor_words: ClassVar[str | None] = "Horovod (built with MPI, Gloo, NCCL)"
+    starter: ClassVar[Starter | None] = Starter(
+        ("  fusion_threshold_mb: [64]", "Horovod's tensor fusion buffer (MB): try [16, 64, 128]"),
+        "Horovod timelines: the compute/communication split",
+        "a Horovod knob",
+    )
 
     def place(self, cell: Cell) -> Placement:
         return rank_per_process(cell, self.knobs)
@@ -67,3 +82,10 @@ class HorovodTF(Framework):
 
     def env(self, run: Run, run_dir: str) -> dict[str, object]:
         return horovod_env(run)
+
+    def doctor_check(self, name: str, profile: System, python: str, found: dict[str, Any]) -> Check:
+        return horovod_check(profile, found, python)
+
+    def display_name(self, fields: Mapping[str, object]) -> str:
+        """Horovod runs by their MPI."""
+        return f"Horovod ({fields['mpi']})"

@@ -3,6 +3,7 @@ device; it needs no launcher and writes no Horovod timeline."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import ClassVar
 
 from hpcscale.frameworks.base import Cell, Framework, Placement, knobs_of
@@ -16,6 +17,12 @@ from hpcscale.model.system import System
 # Horovod's knobs are accepted on a mirrored cell (they change nothing there) as before, so a
 # campaign sweeping both strategies needs no exclude rule; fp16_allreduce alone is refused.
 KNOBS = ("cross_device_ops", "fusion_threshold_mb", "cycle_time_ms", "hierarchical_allreduce")
+# Ahmad & Cai name MirroredStrategy runs by their cross-device op
+CROSS_DEVICE_NAMES = {
+    "nccl": "NcclAllReduce",
+    "reduce_to_one": "ReductionToOneDevice",
+    "hierarchical_copy": "HierarchicalCopy",
+}
 
 
 class TFDistribute(Framework):
@@ -47,6 +54,9 @@ class TFDistribute(Framework):
 
     def single_process(self, run: Run) -> bool:
         return run.ranks == 1
+
+    def display_name(self, fields: Mapping[str, object]) -> str:
+        return CROSS_DEVICE_NAMES.get(str(fields["cross_device_ops"]), "MirroredStrategy")
 
 
 def _refused(cell: Cell) -> None:

@@ -6,6 +6,7 @@ the TensorFlow programs' batch arithmetic and outputs; DDP's own knobs are its a
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -87,12 +88,17 @@ class TorchDDP(Framework):
     trace: ClassVar[str | None] = "torch"  # RUN_DIR/traces/rank<r>.json (torch.profiler)
     rendezvous: ClassVar[bool] = True
     python_modules: ClassVar[tuple[str, ...]] = ("torch",)
+    own_program_label: ClassVar[str | None] = "PyTorch DDP"
 
     def place(self, cell: Cell) -> Placement:
         a = cell.a
         if a.get("mixed_precision"):
             raise ScalingError("mixed_precision", "the PyTorch programs have no mixed precision")
         return rank_per_process(cell, self.knobs)
+
+    def display_name(self, fields: Mapping[str, object]) -> str:
+        """DDP runs by their launcher (gloo or NCCL, whichever MPI ran around it)."""
+        return f"PyTorch DDP ({fields.get('launcher') or 'mpirun'})"
 
     def workload_problem(
         self, model: Any, args: dict[str, Any], decl: Declaration

@@ -41,6 +41,9 @@ class Launcher(ABC):
     # starts ranks that meet at MASTER_ADDR:MASTER_PORT (torchrun): only for a framework with a
     # rendezvous (hpcscale.frameworks.base.Framework.rendezvous)
     rendezvous: ClassVar[bool] = False
+    # the strategy (hpcscale.model.registry.FRAMEWORKS) whose programs alone it starts: a
+    # user's program it launched is that framework's, not a program of no framework
+    implies_strategy: ClassVar[str | None] = None
 
     def needs_hostfile(self, allocated: bool) -> bool:
         """The job script must write the hostfile before the launch."""

@@ -10,6 +10,7 @@ from hpcscale.util.shell import Raw
 class Horovodrun(Launcher):
     name = "horovodrun"
     reads_hostfile = True
+    implies_strategy = "horovod"  # it starts Horovod programs only
 
     def argv(self, req: LaunchRequest) -> list[object]:
         run = req.run

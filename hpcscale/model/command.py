@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from hpcscale.model.extractors import ALL_RANKS, OUTPUT, Extractor, pattern_error
 from hpcscale.model.presets import MLLOG, PRESET_NAMES, PRESET_THROUGHPUT, PRESETS
+from hpcscale.model.registry import COMMAND_FRAMEWORKS, DEFAULT_COMMAND_FRAMEWORK
 from hpcscale.model.validation import did_you_mean, validate
 from hpcscale.model.yamlsrc import KeyPath, Source
 
@@ -52,8 +53,12 @@ MLLOG_FIGURES = ("images_per_s", "epoch_time_s", "fit_time_s")
 COMMAND_PROGRAM = "command"  # the `program` field of a command run
 COMMAND_KEYS = ("command", "cwd", "metrics", "throughput", "time", "interpreter", "framework")
 # workload.framework: whose launch contract (and trace) a command follows, as the strategy of
-# its cells (hpcscale.frameworks)
-FRAMEWORK_STRATEGY = {"horovod": "horovod", "torch": "torch_ddp"}
+# its cells (registry.COMMAND_FRAMEWORKS)
+CommandFramework = Literal[tuple(COMMAND_FRAMEWORKS)]  # type: ignore[valid-type]
+_FRAMEWORK_CHOICES = " or ".join(
+    f"{name} (the default)" if name == DEFAULT_COMMAND_FRAMEWORK else name
+    for name in COMMAND_FRAMEWORKS
+)
 AS_WRITTEN = "as-written"  # workload.interpreter: the command's own first word runs
 PYTHONS = ("python", "python3")  # a leading word the profile's interpreter replaces
 
@@ -130,9 +135,9 @@ class CommandFields(BaseModel):
         description="a leading `python`/`python3`: the profile's interpreter (profile, the "
         "default) or the one on the job's PATH (as-written: a conda or PyTorch environment)",
     )
-    framework: Literal["horovod", "torch"] | None = Field(
+    framework: CommandFramework | None = Field(
         default=None,
-        description="the program's framework: horovod (the default) or torch, whose launch "
+        description=f"the program's framework: {_FRAMEWORK_CHOICES}, whose launch "
         "contract it gets (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, "
         "MASTER_PORT on every rank)",
     )

@@ -21,17 +21,32 @@ LAUNCHERS: dict[str, str] = {
 
 @dataclass(frozen=True)
 class FrameworkLine:
-    """A way of training: its class ("module:Class"), and the `strategy:` value selecting it."""
+    """A way of training: its class ("module:Class"), the `strategy:` value selecting it, and
+    the `workload.framework:` value by which a command (the user's own program) borrows its
+    launch contract and trace ("" where a command cannot)."""
 
     where: str
     strategy: str
+    command_name: str = ""
 
 
 FRAMEWORKS: dict[str, FrameworkLine] = {
-    "horovod_tf": FrameworkLine("hpcscale.frameworks.horovod_tf:HorovodTF", "horovod"),
+    "horovod_tf": FrameworkLine("hpcscale.frameworks.horovod_tf:HorovodTF", "horovod", "horovod"),
     "tf_distribute": FrameworkLine("hpcscale.frameworks.tf_distribute:TFDistribute", "mirrored"),
-    "torch_ddp": FrameworkLine("hpcscale.frameworks.torch_ddp:TorchDDP", "torch_ddp"),
+    "torch_ddp": FrameworkLine("hpcscale.frameworks.torch_ddp:TorchDDP", "torch_ddp", "torch"),
 }
+# The default: a run (and a command) naming no strategy is this framework's. Hashed into run
+# ids as a run's `strategy`, so changing it changes every existing run's id.
+DEFAULT_FRAMEWORK = "horovod_tf"
+
+# the `strategy:` values, in the registry's order (validation errors list them so)
+STRATEGIES: tuple[str, ...] = tuple(line.strategy for line in FRAMEWORKS.values())
+DEFAULT_STRATEGY: str = FRAMEWORKS[DEFAULT_FRAMEWORK].strategy
+# workload.framework value -> the strategy of a command's cells
+COMMAND_FRAMEWORKS: dict[str, str] = {
+    line.command_name: line.strategy for line in FRAMEWORKS.values() if line.command_name
+}
+DEFAULT_COMMAND_FRAMEWORK: str = FRAMEWORKS[DEFAULT_FRAMEWORK].command_name
 
 
 @dataclass(frozen=True)

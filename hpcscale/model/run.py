@@ -10,6 +10,7 @@ from typing import Any
 import msgspec
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from hpcscale.model.registry import DEFAULT_STRATEGY
 from hpcscale.model.vocab import KNOB_TERMS, CrossDeviceOps, Device, Scaling, Strategy
 
 __all__ = ["CrossDeviceOps", "Device", "Run", "Scaling", "Strategy", "run_id_of"]
@@ -64,9 +65,11 @@ class Run(BaseModel):
     threads_per_task: int
     gpus_per_node: int
     replicas_per_task: int = Field(default=1, description="devices one mirrored process drives")
-    batch_per_rank: int = Field(description="per replica: per rank under Horovod")
+    batch_per_rank: int = Field(
+        description="per replica: per rank, or per device of a mirrored process"
+    )
     global_batch: int
-    strategy: Strategy = "horovod"
+    strategy: Strategy = DEFAULT_STRATEGY
     mpi: str = Field(default="openmpi", description="a key of the system profile's `mpi:`")
     launcher: str = "mpirun"
     knobs: dict[str, Any] = Field(
@@ -124,7 +127,7 @@ class Run(BaseModel):
 
     @property
     def replicas(self) -> int:
-        """Data-parallel workers: ranks under Horovod, devices under MirroredStrategy."""
+        """Data-parallel workers: ranks, times the devices each (mirrored) process drives."""
         return self.ranks * self.replicas_per_task
 
     @cached_property

@@ -127,8 +127,3 @@ def batches(
             f"{replicas} replicas",
         )
     return global_batch // replicas, global_batch
-
-
-def fusion_threshold_bytes(mb: float) -> int:
-    """HOROVOD_FUSION_THRESHOLD is in bytes; campaigns speak MB (as horovodrun's flag does)."""
-    return round(mb * 1024 * 1024)

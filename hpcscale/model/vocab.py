@@ -11,14 +11,15 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal, get_args
 
+from hpcscale.model.registry import STRATEGIES
+
 Scaling = Literal["weak", "strong", "none"]
 Device = Literal["cpu", "gpu"]
-Strategy = Literal["horovod", "mirrored", "torch_ddp"]
+Strategy = Literal[STRATEGIES]  # type: ignore[valid-type]  # the registry's frameworks
 CrossDeviceOps = Literal["nccl", "reduce_to_one", "hierarchical_copy"]
 
 SCALINGS: tuple[str, ...] = get_args(Scaling)
 DEVICES: tuple[str, ...] = get_args(Device)
-STRATEGIES: tuple[str, ...] = get_args(Strategy)
 CROSS_DEVICE_OPS: tuple[str, ...] = get_args(CrossDeviceOps)
 
 
@@ -45,7 +46,7 @@ def _terms(*terms: Term) -> dict[str, Term]:
 
 # ---- Horovod and distribution knobs: what a study varies at a fixed scale
 KNOB_TERMS = _terms(
-    Term("strategy", "str", "Strategy", help="horovod | mirrored | torch_ddp"),
+    Term("strategy", "str", "Strategy", help=" | ".join(STRATEGIES)),
     Term(
         "cross_device_ops",
         "str",

@@ -17,12 +17,11 @@ from hpcscale.model.campaign import AXES, MAX_TIME_LIMIT_MIN, LoadedCampaign, Wo
 from hpcscale.model.command import (
     AS_WRITTEN,
     COMMAND_PROGRAM,
-    FRAMEWORK_STRATEGY,
     label_of,
     resolve_cwd,
 )
 from hpcscale.model.errors import InputError
-from hpcscale.model.registry import FRAMEWORKS
+from hpcscale.model.registry import COMMAND_FRAMEWORKS, DEFAULT_STRATEGY, FRAMEWORKS
 from hpcscale.model.run import KNOB_DEFAULTS, Run
 from hpcscale.model.scaling import ScalingError, batches
 from hpcscale.model.validation import did_you_mean
@@ -215,10 +214,11 @@ def resolve(
 
 
 def _strategy_of(workload: Workload, a: Assignment) -> str:
-    """The cell's strategy: the axis, else a command's `framework:` (horovod by default)."""
+    """The cell's strategy: the axis, else a command's `framework:` (the registry's default
+    framework's when it names none)."""
     if workload.command is None or workload.framework is None:
-        return str(a.get("strategy", "horovod"))
-    strategy = FRAMEWORK_STRATEGY[workload.framework]
+        return str(a.get("strategy", DEFAULT_STRATEGY))
+    strategy = COMMAND_FRAMEWORKS[workload.framework]
     if a.get("strategy", strategy) != strategy:
         raise ScalingError(
             "strategy",

@@ -19,11 +19,11 @@ import pandas as pd
 from hpcscale.analysis import compare as cmp
 from hpcscale.analysis.context import TableContext
 from hpcscale.analysis.intervals import note as interval_note
-from hpcscale.analysis.metric import ScalingMetric
 from hpcscale.analysis.overlap import SOURCE, sources_phrase
 from hpcscale.analysis.quality import quality_flags, without_partial_timelines
 from hpcscale.analysis.tables import AXIS_LABELS
 from hpcscale.model.errors import UsageError
+from hpcscale.model.scaling_metric import ScalingMetric
 from hpcscale.model.vocab import arg_columns, term
 from hpcscale.report import metric_labels as labels_of
 from hpcscale.report.build import write

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from hpcscale.analysis.context import TableContext
-from hpcscale.analysis.metric import HEADING_OF_KIND, THROUGHPUT, ScalingMetric
+from hpcscale.model.scaling_metric import HEADING_OF_KIND, THROUGHPUT, ScalingMetric
 from hpcscale.model.vocab import term
 from hpcscale.report.model import Section, Table
 

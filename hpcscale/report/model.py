@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from hpcscale.analysis.metric import ScalingMetric
+from hpcscale.model.scaling_metric import ScalingMetric
 from hpcscale.report.figures.fold import note_of
 
 if TYPE_CHECKING:  # a plot's figure may be a reused PNG (figures.reuse): no matplotlib needed

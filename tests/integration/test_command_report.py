@@ -286,7 +286,7 @@ def test_relabelled_figures_and_headings_say_the_metrics_own_unit() -> None:
     declares (copied, never converted to seconds)."""
     from matplotlib.figure import Figure
 
-    from hpcscale.analysis.metric import TIME, ScalingMetric
+    from hpcscale.model.scaling_metric import TIME, ScalingMetric
     from hpcscale.report.metric_labels import relabel_figure, relabel_text
 
     fig = Figure()

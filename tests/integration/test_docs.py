@@ -31,7 +31,7 @@ from typer.main import get_command
 
 from hpcscale import reference
 from hpcscale.cli.main import app
-from hpcscale.doctor import horovod_command
+from hpcscale.frameworks.horovod_tf_doctor import horovod_command
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS: tuple[Path, ...] = (ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")))

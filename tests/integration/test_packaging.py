@@ -275,7 +275,7 @@ def test_installed_program_runs_under_a_python_without_hpcscale(
 
 def test_doctor_horovod_command_is_the_makefiles() -> None:
     """The Horovod build doctor prints is the one `make jobs` runs (one source of flags)."""
-    from hpcscale.doctor import HOROVOD_ENV, HOROVOD_VERSION, horovod_command
+    from hpcscale.frameworks.horovod_tf_doctor import HOROVOD_ENV, HOROVOD_VERSION, horovod_command
 
     makefile = (REPO / "Makefile").read_text()
     [env] = re.findall(r"^HOROVOD_ENV := (.+)$", makefile, re.M)

@@ -19,7 +19,6 @@ from typing import Any
 
 import yaml
 
-from hpcscale.analysis.metric import COLUMN_OF_KIND, THROUGHPUT, ScalingMetric
 from hpcscale.collect.readers.extract import Unparsed, extract, refused
 from hpcscale.collect.readers.mllog import read_mllog
 from hpcscale.formats.exit_record import read_exit_record
@@ -27,6 +26,7 @@ from hpcscale.formats.outputs import job_output, output_names
 from hpcscale.formats.run_record import VERSIONS_DIR, RunRecord
 from hpcscale.model.command import figure_of, reading_of
 from hpcscale.model.extractors import ALL_RANKS, OUTPUT, Extractor
+from hpcscale.model.scaling_metric import COLUMN_OF_KIND, THROUGHPUT, ScalingMetric
 from hpcscale.rankwrap import RANKS_DIR
 from hpcscale.util.logtail import tail
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from hpcscale.analysis.metric import TIME, ScalingMetric, command_rows
+from hpcscale.analysis.metric import command_rows
+from hpcscale.model.scaling_metric import TIME, ScalingMetric
 from hpcscale.report.model import Section, Table
 
 COLUMNS = {

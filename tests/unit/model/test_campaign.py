@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 
 from hpcscale.api import plan_campaign
+from hpcscale.frameworks.horovod_tf import fusion_threshold_bytes
 from hpcscale.model.errors import InputError
 from hpcscale.model.scaling import (
     ScalingError,
     batches,
     fit_layout,
-    fusion_threshold_bytes,
     parse_layout,
 )
 from tests.conftest import CAMPAIGNS
