@@ -35,8 +35,10 @@ from hpcscale.backends.base import (
 from hpcscale.backends.outputs import RunLog, run_log, run_outputs
 from hpcscale.collect.traces import reader_for, reader_in
 from hpcscale.formats.run_record import load_run_record
+from hpcscale.frameworks import for_strategy
 from hpcscale.model.campaign import LoadedCampaign, load_campaign
 from hpcscale.model.errors import HpcscaleError, UsageError
+from hpcscale.model.registry import DEFAULT_STRATEGY, STRATEGIES
 from hpcscale.state.ledger import Ledger
 from hpcscale.state.paths import find_campaigns, select_campaigns, submitted_campaigns
 from hpcscale.state.paths import workdir as resolve_workdir
@@ -133,6 +135,19 @@ def __dir__() -> list[str]:
 
 
 # ---------------------------------------------------------------- plan, render
+
+
+def doctor_words() -> list[str]:
+    """What each framework's own doctor check is called (Framework.doctor_words), in the
+    registry's order: `doctor`'s help names them."""
+    return [words for s in STRATEGIES if (words := for_strategy(s).doctor_words)]
+
+
+def starter_knob_words() -> str:
+    """The knob a starter campaign sweeps, as the default framework names it ("" when its
+    starter sweeps none): `init`'s help names it."""
+    starter = for_strategy(DEFAULT_STRATEGY).starter
+    return starter.knob_words if starter else ""
 
 
 def plan(campaign: PathLike, *, system: PathLike | None = None) -> Planned:

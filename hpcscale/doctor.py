@@ -26,7 +26,7 @@ from typing import Any
 from hpcscale.frameworks import Framework, for_strategy
 from hpcscale.frameworks.checks import Check
 from hpcscale.frameworks.checks import said as _said
-from hpcscale.model.registry import DEFAULT_STRATEGY, FRAMEWORKS, TRACE_READERS
+from hpcscale.model.registry import FRAMEWORKS, TRACE_READERS
 from hpcscale.model.system import System, load_system, python_of
 
 JOBS_EXTRA_FALLBACK = (  # pyproject [jobs]
@@ -356,11 +356,11 @@ def torch_check(profile: System, said: dict[str, Any], python: str) -> Check:
 
 
 def scanner_check() -> Check:
-    """The compiled scanner of the default framework's trace reader (the `_scan` module of its
-    package; collect --timeline's fast engine). Named by the registry, so imported by name."""
-    trace = for_strategy(DEFAULT_STRATEGY).trace or ""
-    where = TRACE_READERS[trace].where if trace in TRACE_READERS else ""
-    module = where.partition(":")[0].rpartition(".")[0] + "._scan"
+    """The compiled engine of a trace reader (TraceLine.compiled; collect --timeline's fast
+    engine), imported by the name the registry gives it."""
+    module = next((line.compiled for line in TRACE_READERS.values() if line.compiled), "")
+    if not module:
+        return Check("timeline scanner", True, "no trace reader has a compiled engine")
     try:
         importlib.import_module(module)
     except ImportError as exc:

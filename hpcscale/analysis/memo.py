@@ -12,6 +12,10 @@ from typing import Generic, TypeVar
 
 import pandas as pd
 
+# pandas 3 copies on write: a shallow copy is a snapshot. pyproject allows pandas 2 still, where
+# it shares the frame's arrays (an in-place edit would reach the snapshot)
+COPY_ON_WRITE = int(pd.__version__.split(".")[0]) >= 3
+
 T = TypeVar("T")
 SIZE = 4  # entries kept per memo: a report uses one or two frames at a time
 
@@ -34,7 +38,8 @@ class FrameMemo(Generic[T]):
         result = compute()
         # copy-on-write (pandas 3): a shallow copy keeps what the frame holds now, whatever is
         # done to the frame later, without copying its columns
-        self._entries.insert(0, (frame, key, frame.copy(deep=False), self._copy(result)))
+        snapshot = frame.copy(deep=not COPY_ON_WRITE)
+        self._entries.insert(0, (frame, key, snapshot, self._copy(result)))
         del self._entries[SIZE:]
         return result
 

@@ -44,7 +44,7 @@ NONE = TableContext()  # a table known by its rows alone
 CHECKS: list[Check] = []
 # The frame `quality_flags` normalised and hands its checks now: a check that also takes raw
 # tables need not normalise it again (normalise(normalise(t)) computes, costly at 1,000 runs).
-_NORMALISED: ContextVar[pd.DataFrame | None] = ContextVar("_NORMALISED", default=None)
+_FLAGGING: ContextVar[pd.DataFrame | None] = ContextVar("_FLAGGING", default=None)
 # Per-epoch figures a truncated timeline gets wrong (they count part of the run only).
 PARTIAL_TIMELINE_COLUMNS: tuple[str, ...] = (
     *TIMELINE_COLUMNS,
@@ -226,7 +226,7 @@ def input_bound_check(
     kept. Runs that did not measure their pipeline (NaN) are not judged."""
     if runs.empty or "input_images_per_s" not in runs.columns:
         return []
-    if runs is not _NORMALISED.get():  # callers other than quality_flags pass raw tables
+    if runs is not _FLAGGING.get():  # callers other than quality_flags pass raw tables
         runs = normalise(runs)
     trained = with_throughput(runs)["images_per_s"].to_numpy(float)
     pipeline = pd.to_numeric(runs["input_images_per_s"], errors="coerce").to_numpy(float)
@@ -266,11 +266,11 @@ def quality_flags(
     runs = normalise(runs) if len(runs) else runs
     if cells is None and len(runs):
         cells = derive(runs, planned=ctx.planned_frame)
-    token = _NORMALISED.set(runs)
+    token = _FLAGGING.set(runs)
     try:
         return [flag for check in CHECKS for flag in check(runs, ctx, cells)]
     finally:
-        _NORMALISED.reset(token)
+        _FLAGGING.reset(token)
 
 
 def _derived(runs: pd.DataFrame, ctx: TableContext, cells: pd.DataFrame | None) -> pd.DataFrame:

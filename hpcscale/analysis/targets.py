@@ -25,6 +25,7 @@ import pandas as pd
 
 from hpcscale.analysis.baseline import aggregate_repeats, shared_keys
 from hpcscale.analysis.frame import FrameError, normalise
+from hpcscale.analysis.memo import COPY_ON_WRITE
 from hpcscale.model.targets import Goal, TargetSpec
 from hpcscale.model.vocab import cell_keys
 
@@ -146,6 +147,8 @@ def _targets(
     first time: the memo knows a frame by identity, not by having made it)."""
     # copy-on-write (pandas 3): the selection is a frame of its own, no .copy() needed
     out = runs[["run_id", *cell_keys(runs.columns), "repeat"]]
+    if not COPY_ON_WRITE:
+        out = out.copy()
     cols: dict[str, list[float]] = {name: [] for name in TARGET_COLUMNS}
     missing: list[FrameError] = []
     for _, run in runs.iterrows():

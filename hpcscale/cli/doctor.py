@@ -10,7 +10,6 @@ from rich.markup import escape
 
 from hpcscale import api
 from hpcscale.cli.common import JsonOpt, console, print_json
-from hpcscale.model.registry import FRAMEWORKS, load
 
 
 def doctor(
@@ -57,9 +56,7 @@ def doctor(
         raise typer.Exit(1)
 
 
-# what the frameworks check of their own libraries, named by each (Framework.doctor_words, a
-# class attribute: the registry's classes, not instances)
+# what the frameworks check of their own libraries, named by each (Framework.doctor_words)
 doctor.__doc__ = (doctor.__doc__ or "").replace(
-    "FRAMEWORK_LIBRARIES",
-    ", ".join(words for line in FRAMEWORKS.values() if (words := load(line.where).doctor_words)),
+    "FRAMEWORK_LIBRARIES", ", ".join(api.doctor_words())
 )

@@ -12,7 +12,6 @@ from hpcscale import api
 from hpcscale.cli.common import console
 from hpcscale.cli.complete import example_names, system_names
 from hpcscale.cli.tables import Grid
-from hpcscale.model.registry import DEFAULT_FRAMEWORK, FRAMEWORKS, load
 
 DirectoryArg = Annotated[Path, typer.Argument(help="where to write (created if missing)")]
 
@@ -59,9 +58,6 @@ def init(
         console.print(f"  {escape(cmd.ljust(width))}   # {escape(what)}", highlight=False)
 
 
-# the knob the starter sweeps, as its framework (the default) names it (Framework.starter; a
-# class attribute: the registry's class, not an instance)
-_starter = load(FRAMEWORKS[DEFAULT_FRAMEWORK].where).starter
-init.__doc__ = (init.__doc__ or "").replace(
-    "DEFAULT_KNOB", f", {_starter.knob_words}" if _starter else ""
-)
+# the knob the starter sweeps, as its framework (the default) names it (Framework.starter)
+_knob = api.starter_knob_words()
+init.__doc__ = (init.__doc__ or "").replace("DEFAULT_KNOB", f", {_knob}" if _knob else "")

@@ -55,11 +55,13 @@ class TraceLine:
     hpcscale/collect/traces/), what the report calls the figures it gave (the `trace_source`
     column's value, the "From" columns: the reader's `label`), and the same in a sentence.
     Here, not in the reader, so that analysis and report word a source without importing
-    collect."""
+    collect. `compiled`: the module of its compiled engine, if it has one (the doctor checks
+    that it was built)."""
 
     where: str
     label: str
     phrase: str
+    compiled: str = ""
 
 
 TRACE_READERS: dict[str, TraceLine] = {
@@ -67,6 +69,7 @@ TRACE_READERS: dict[str, TraceLine] = {
         "hpcscale.collect.traces.horovod.reader:HorovodTimeline",
         "Horovod timeline",
         "the Horovod timeline",
+        compiled="hpcscale.collect.traces.horovod._scan",
     ),
     "torch": TraceLine(
         "hpcscale.collect.traces.torch.reader:TorchProfilerTrace",
