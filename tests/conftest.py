@@ -90,6 +90,12 @@ def hpcscale(
     return proc
 
 
+from tests.classifier_fixture import (  # noqa: E402, F401  (one classifier campaign)
+    backbone_file,
+    classifier_campaign,
+    folder_data,
+)
 from tests.packaging_fixture import installed_hpcscale  # noqa: E402, F401  (the wheel, installed)
 from tests.quickstart_fixture import finished_quickstart, quickstart_copy  # noqa: E402, F401
 from tests.slurm_fixture import slurm_cluster  # noqa: E402, F401  (session fixture: real SLURM)
+from tests.stackgan_fixture import cub_dir, stackgan_campaign  # noqa: E402, F401  (one StackGAN run)

@@ -18,31 +18,11 @@ import numpy as np
 import pytest
 
 from hpcscale.formats.metrics import load_metrics
+from tests.classifier_fixture import COLOURS, PER_CLASS, classifier_run, colour_image
 from tests.conftest import hpcscale
 from tests.integration.test_jobs import TRAIN, needs_horovod, ok, train
 
-COLOURS = {"blue": (30, 40, 220), "green": (30, 200, 40), "red": (220, 30, 30)}
-PER_CLASS = 12
 SMALL = ["--image-size", "32", "--batch-per-rank", "4", "--threads", "1"]
-
-
-def _image(rgb: tuple[int, int, int], rng: np.random.Generator) -> np.ndarray:
-    noise = rng.integers(-30, 30, (24, 24, 3))
-    return np.clip(np.array(rgb) + noise, 0, 255).astype(np.uint8)
-
-
-@pytest.fixture(scope="module")
-def folder_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Three classes whose images differ by colour, half PNG and half JPEG."""
-    from PIL import Image
-
-    root = tmp_path_factory.mktemp("colours")
-    rng = np.random.default_rng(0)
-    for name, rgb in COLOURS.items():
-        (root / name).mkdir()
-        for i in range(PER_CLASS):
-            Image.fromarray(_image(rgb, rng)).save(root / name / f"{i}.{'png' if i % 2 else 'jpg'}")
-    return root
 
 
 @pytest.fixture(scope="module")
@@ -60,7 +40,7 @@ def tfrecord_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
             for i in range(PER_CLASS):
                 label = (i + shard) % len(COLOURS)
                 buf = io.BytesIO()
-                Image.fromarray(_image(list(COLOURS.values())[label], rng)).save(buf, "PNG")
+                Image.fromarray(colour_image(list(COLOURS.values())[label], rng)).save(buf, "PNG")
                 feature = {
                     "image/encoded": tf.train.Feature(
                         bytes_list=tf.train.BytesList(value=[buf.getvalue()])
@@ -75,30 +55,13 @@ def tfrecord_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def backbone_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A backbone's weights saved the way a user keeps a pre-trained one (save_weights)."""
-    import tensorflow as tf
-
-    path = tmp_path_factory.mktemp("weights") / "mobilenet_v2_32.h5"
-    net = tf.keras.applications.MobileNetV2(
-        include_top=False, weights=None, input_shape=(32, 32, 3), pooling="avg"
-    )
-    net.save_weights(str(path))
-    return path
-
-
-@pytest.fixture(scope="module")
-def fine_tune_run(
-    tmp_path_factory: pytest.TempPathFactory, folder_data: Path, backbone_file: Path
-) -> tuple[Path, str]:
-    run = tmp_path_factory.mktemp("classifier")
-    proc = ok(train(run, "--model", "classifier", *SMALL, "--epochs", "2",
-                    "--data-dir", str(folder_data), "--val-split", "0.25",
-                    "--weights", str(backbone_file), "--fine-tune", "--head-epochs", "1",
-                    "--unfreeze-layers", "5", "--augment", "seed004_fruits", "--aug-flip",
-                    "--lr", "0.002", "--lr-scaling", "linear", "--check-sync",
-                    "--timeline"))  # fmt: skip
-    return run, proc.stdout
+def fine_tune_run(classifier_campaign: Path) -> tuple[Path, str]:
+    """The session's classifier campaign's 2-rank run (tests/classifier_fixture.py: the saved
+    backbone, 3 epochs, the head alone for the first, the top 5 backbone layers unfrozen,
+    the seed004_fruits preset with flips, lr 0.002 scaled linearly, sync check, timeline) and
+    what its rank 0 printed."""
+    run = classifier_run(classifier_campaign, 2)
+    return run, (run / "local.out").read_text()
 
 
 # -- the classifier at np=2 -------------------------------------------------------------------
@@ -115,11 +78,11 @@ def test_fine_tuned_classifier_keeps_train_and_validation_apart(
     assert (m.model, m.workload, m.ranks, m.num_classes) == ("classifier", "cnn", 2, 3)
     assert m.accuracy is None  # the old, ambiguous field is no longer written
     for series in (m.train_accuracy, m.val_accuracy, m.train_loss, m.val_loss, m.val_time_s):
-        assert series is not None and len(series) == 2
+        assert series is not None and len(series) == 3
     assert m.train_accuracy != m.val_accuracy and m.train_loss != m.val_loss
     assert all(0.0 <= a <= 1.0 for a in [*m.train_accuracy, *m.val_accuracy])
     assert all(t > 0 for t in m.val_time_s)
-    assert "epoch 2/2" in stdout and "val_accuracy=" in stdout
+    assert "epoch 3/3" in stdout and "val_accuracy=" in stdout
     # 27 training images (9 held out, 3 per class) in global batches of 8
     assert m.steps_per_epoch == 3 and m.dataset_size == 27
 
@@ -136,7 +99,7 @@ def test_fine_tuned_classifier_ranks_agree_and_rate_is_scaled(
     assert m.lr == 0.002 and m.lr_scaling == "linear"
     assert m.lr_scaled == pytest.approx(0.004)  # lr x 2 ranks (reference: one rank's batch)
     # the optimizer got it: head phase at the scaled rate, then x 0.1 for the unfrozen layers
-    assert "phases=[(0, 1, '0.004', True), (1, 2, '0.0004', False)]" in stdout
+    assert "phases=[(0, 1, '0.004', True), (1, 3, '0.0004', False)]" in stdout
     params = m.params["classifier"]
     assert 0 < params.trainable < params.total  # only the top 5 backbone layers and the head
     assert "augment=zoom=0.01,shift=0.01,rotation=0,flip=True" in stdout
@@ -148,7 +111,7 @@ def test_fine_tuned_classifier_ranks_agree_and_rate_is_scaled(
 def test_fit_callbacks_write_steps_and_timeline(fine_tune_run: tuple[Path, str]) -> None:
     run, _ = fine_tune_run
     steps = json.loads((run / "steps.json").read_text())
-    assert steps["epoch"] == [0, 0, 0, 1, 1, 1] and steps["step"] == [0, 1, 2] * 2
+    assert steps["epoch"] == [0, 0, 0, 1, 1, 1, 2, 2, 2] and steps["step"] == [0, 1, 2] * 3
     assert len(steps["burn_in"]["start_ns"]) == 1
     assert all(e > s for s, e in zip(steps["start_ns"], steps["end_ns"], strict=True))
     assert (run / "timeline.json").stat().st_size > 0

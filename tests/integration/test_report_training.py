@@ -1,13 +1,14 @@
 """The report's training figures (#14): learning curves per epoch, one line per scale, epochs to
 the validation-accuracy plateau against GPUs, and the GANs' last sample grids (StackGAN: Stage-I
 beside Stage-II). Real campaigns through the real CLI: a tiny classifier on a class-folder
-dataset written here, the session's finished DCGAN quickstart, a tiny StackGAN Stage-II run."""
+dataset (the session's, tests/classifier_fixture.py), the session's finished DCGAN quickstart, a
+tiny StackGAN Stage-II run (the session's, tests/stackgan_fixture.py)."""
 
 from __future__ import annotations
 
 import json
 import re
-import textwrap
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -240,35 +241,6 @@ def test_mixed_stage_pairs_and_single_grids_are_never_mislabelled(tmp_path: Path
 
 # -- a real classifier campaign: learning curves from validation metrics -------------------------
 
-CLASSIFIER_CAMPAIGN = """\
-name: curves
-description: tiny classifier learning curves (seed 004 style), 1 and 2 ranks
-workload:
-  model: classifier
-  epochs: 3
-  args: {{image_size: 32, backbone: mobilenet_v2, data_dir: {data}, val_split: 0.25,
-          steps_per_epoch: 2, lr: 0.01}}
-system: local
-scaling: weak
-matrix:
-  layout: ["1x1", "2x1"]
-  batch: 4
-"""
-
-
-def colour_folders(root: Path, per_class: int = 8) -> Path:
-    """Three classes of PNGs that differ by colour (a few dozen images)."""
-    from PIL import Image
-
-    rng = np.random.default_rng(0)
-    for name, rgb in {"blue": (30, 40, 220), "green": (30, 200, 40), "red": (220, 30, 30)}.items():
-        (root / name).mkdir(parents=True)
-        for i in range(per_class):
-            noise = rng.integers(-30, 30, (24, 24, 3))
-            img = np.clip(np.array(rgb) + noise, 0, 255).astype(np.uint8)
-            Image.fromarray(img).save(root / name / f"{i}.png")
-    return root
-
 
 def report_of(workdir: Path, name: str) -> CampaignReport:
     """The report's in-memory model, built the way `hpcscale report` builds it."""
@@ -279,12 +251,13 @@ def report_of(workdir: Path, name: str) -> CampaignReport:
 @pytest.mark.horovod
 @pytest.mark.mpi
 @needs_horovod
-def test_classifier_campaign_report_draws_validation_learning_curves(tmp_path: Path) -> None:
-    data = colour_folders(tmp_path / "colours")
-    camp = tmp_path / "curves.yaml"
-    camp.write_text(CLASSIFIER_CAMPAIGN.format(data=data))
+def test_classifier_campaign_report_draws_validation_learning_curves(
+    classifier_campaign: Path, tmp_path: Path
+) -> None:
+    """The session's classifier campaign (tests/classifier_fixture.py: 3 epochs at 1 and 2
+    ranks), copied here, since the report writes into it."""
     wd = tmp_path / "runs"
-    hpcscale("submit", str(camp), "--backend", "local", "-w", str(wd), check=True, timeout=1200)
+    shutil.copytree(classifier_campaign, wd, symlinks=True)
     hpcscale("report", "curves", "-w", str(wd), check=True)
 
     md = (wd / "curves" / "report" / "index.md").read_text()
@@ -377,32 +350,18 @@ def test_missing_and_unreadable_grids_are_named_in_the_notes(
     assert table.count("| no ") == 2  # neither run's grid decoded; both rows stay
 
 
-STACKGAN_CAMPAIGN = """\
-name: sg
-description: tiny StackGAN Stage-II (Stage-I trained first, untimed)
-workload:
-  model: stackgan
-  epochs: 1
-  args: {image_size: 16, width: 4, latent_dim: 8, embedding_dim: 16, condition_dim: 8,
-         stage: 2, stage2_factor: 2, stage1_steps: 2, steps_per_epoch: 2}
-system: local
-scaling: weak
-matrix:
-  layout: ["1x1"]
-  batch: 2
-"""
-
-
 @pytest.mark.horovod
 @pytest.mark.mpi
 @needs_horovod
-def test_stackgan_stage2_grid_beside_its_stage1_grid(tmp_path: Path) -> None:
+def test_stackgan_stage2_grid_beside_its_stage1_grid(
+    stackgan_campaign: Path, tmp_path: Path
+) -> None:
+    """The session's tiny StackGAN Stage-II campaign (tests/stackgan_fixture.py: one run at 2
+    ranks, Stage-I trained first), copied here, since the report writes into it."""
     from matplotlib import image
 
-    camp = tmp_path / "sg.yaml"
-    camp.write_text(textwrap.dedent(STACKGAN_CAMPAIGN))
     wd = tmp_path / "runs"
-    hpcscale("submit", str(camp), "--backend", "local", "-w", str(wd), check=True, timeout=900)
+    shutil.copytree(stackgan_campaign, wd, symlinks=True)
     hpcscale("report", "sg", "-w", str(wd), check=True)
     md = (wd / "sg" / "report" / "index.md").read_text()
     grids = section(md, "Sample grids")
@@ -412,8 +371,8 @@ def test_stackgan_stage2_grid_beside_its_stage1_grid(tmp_path: Path) -> None:
     rep = report_of(wd, "sg")
     fig = plot(rep.sections, "samples").figure
     left, right = [ax for ax in fig.axes if ax.get_images()]
-    assert left.get_title() == "1 rank, Stage-I, ep. 1"
-    assert right.get_title() == "1 rank, Stage-II, ep. 1"
+    assert left.get_title() == "2 ranks, Stage-I, ep. 1"
+    assert right.get_title() == "2 ranks, Stage-II, ep. 1"
     spec_l, spec_r = left.get_subplotspec(), right.get_subplotspec()
     assert spec_l.rowspan == spec_r.rowspan  # the same row, Stage-I on the left
     assert spec_l.colspan.start < spec_r.colspan.start

@@ -17,35 +17,11 @@ import pytest
 from hpcscale.formats.metrics import load_metrics
 from tests.conftest import hpcscale
 from tests.integration.test_jobs import TINY, TINY_GAN, needs_horovod, ok, train
+from tests.stackgan_fixture import CLASSES, EMB, stackgan_run, write_cub
 
-EMB = 16  # --embedding-dim of every run here
 SG = ["--model", "stackgan", "--image-size", "16", "--width", "4", "--latent-dim", "8",
       "--embedding-dim", str(EMB), "--condition-dim", "8", "--batch-per-rank", "2"]  # fmt: skip
 MIRRORED = ["--strategy", "mirrored", "--devices", "2", "--cross-device-ops", "reduce_to_one"]
-CLASSES = ("001.Black_footed_Albatross", "002.Laysan_Albatross", "003.Sooty_Albatross")
-
-
-def write_cub(root: Path, per_class: int = 3, captions: int = 2, npy: bool = False) -> list[str]:
-    """A tiny CUB layout: JPEGs in class folders, filenames.pickle, the embeddings array."""
-    from PIL import Image
-
-    names = []
-    for c, cls in enumerate(CLASSES):
-        folder = root / "CUB_200_2011" / "images" / cls
-        folder.mkdir(parents=True)
-        for i in range(per_class):
-            name = f"{cls}/{cls.split('.')[1]}_{i:04d}_{c}{i}"
-            img = Image.new("RGB", (23, 19), (40 * c, 60 * i, 90))
-            img.save(root / "CUB_200_2011" / "images" / f"{name}.jpg")
-            names.append(name)
-    (root / "train").mkdir()
-    (root / "train" / "filenames.pickle").write_bytes(pickle.dumps(names, protocol=2))
-    emb = np.random.default_rng(0).standard_normal((len(names), captions, EMB)).astype("float32")
-    if npy:
-        np.save(root / "train" / "char-CNN-RNN-embeddings.npy", emb)
-    else:
-        (root / "train" / "char-CNN-RNN-embeddings.pickle").write_bytes(pickle.dumps(emb))
-    return names
 
 
 def png_size(path: Path) -> tuple[int, int]:
@@ -71,13 +47,6 @@ def metrics_of(run: Path) -> dict:
 
 
 @pytest.fixture(scope="module")
-def cub_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("cub")
-    write_cub(root)
-    return root
-
-
-@pytest.fixture(scope="module")
 def stage1_np2(tmp_path_factory: pytest.TempPathFactory) -> Path:
     run = tmp_path_factory.mktemp("stackgan1")
     ok(train(run, *SG, *TINY))
@@ -85,12 +54,10 @@ def stage1_np2(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def stage2_np2_pretrained(tmp_path_factory: pytest.TempPathFactory, cub_dir: Path) -> Path:
-    """Stage 2 without a weights file: Stage-I first, on cub data, under Horovod."""
-    run = tmp_path_factory.mktemp("stackgan2")
-    cub = ["--dataset", "cub", "--data-dir", str(cub_dir), "--images-per-class", "2"]
-    ok(train(run, *SG, *TINY, "--stage", "2", "--stage2-factor", "2", "--stage1-steps", "2", *cub))
-    return run
+def stage2_np2_pretrained(stackgan_campaign: Path) -> Path:
+    """Stage 2 without a weights file: Stage-I first, on cub data (2 images per class), under
+    Horovod at 2 ranks: the session's StackGAN campaign's run (tests/stackgan_fixture.py)."""
+    return stackgan_run(stackgan_campaign)
 
 
 @needs_horovod
