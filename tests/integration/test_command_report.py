@@ -41,8 +41,12 @@ HEADER = "samples_per_s (samples/s)"
 
 
 def printed(run_dir: str, pattern: str) -> float:
-    """The value the program printed (the last match in the job's output)."""
-    out = "".join(p.read_text() for p in sorted(Path(run_dir).glob("*.out")))
+    """The value the program printed (the last match in rank 0's own output, where the per-rank
+    wrapper kept it; else the job's). Not the job's merged output when there are rank files:
+    there the ranks' writes interleave mid-line (seen: `per-rank rate 50.02.0`)."""
+    rank0 = Path(run_dir) / "ranks" / "0.out"
+    files = [rank0] if rank0.exists() else sorted(Path(run_dir).glob("*.out"))
+    out = "".join(p.read_text() for p in files)
     return float(re.findall(pattern, out)[-1])
 
 
