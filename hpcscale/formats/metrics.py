@@ -183,6 +183,24 @@ def load_metrics(path: Union[str, os.PathLike[str]]) -> Metrics:
     return metrics
 
 
+class _ProvenanceOnly(msgspec.Struct):
+    """The one field `load_provenance` decodes (the rest is skipped, not built)."""
+
+    provenance: Any = None
+
+
+def load_provenance(path: Union[str, os.PathLike[str]]) -> Any:
+    """metrics.json's `provenance` as written (unvalidated), or None when the file is missing,
+    unreadable or no JSON object: the report's provenance section reads a thousand runs'
+    files for this field alone, and decoding their per-epoch series was most of its time."""
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read()
+        return msgspec.json.decode(raw, type=_ProvenanceOnly).provenance
+    except (OSError, msgspec.DecodeError, UnicodeDecodeError):  # ValidationError included
+        return None
+
+
 def _nan_for_null(data: Any) -> Any:
     """null -> NaN in the per-epoch lists, the loss lists and the step-time figures: the places
     where the writer's non-finite floats land. Anything else stays as it is (and may still fail

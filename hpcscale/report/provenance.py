@@ -14,6 +14,7 @@ from typing import Any
 import msgspec
 import pandas as pd
 
+from hpcscale.formats.metrics import load_provenance
 from hpcscale.formats.run_record import load_run_record
 from hpcscale.model.errors import HpcscaleError
 from hpcscale.model.system import load_system
@@ -59,24 +60,9 @@ def read_runs(campaign_dir: Path) -> list[tuple[dict[str, Any], dict[str, Any] |
             run = msgspec.structs.asdict(load_run_record(rd))
         except HpcscaleError:
             continue
-        prov = _read_provenance(rd.parent / "metrics.json")
+        prov = load_provenance(rd.parent / "metrics.json")
         out.append((run, prov if isinstance(prov, dict) else None))
     return out
-
-
-class _Provenance(msgspec.Struct):
-    """The one field of metrics.json read here: decoding the rest (per-epoch series, a
-    thousand runs of them) into Python objects was most of this section's time."""
-
-    provenance: Any = None
-
-
-def _read_provenance(path: Path) -> Any:
-    """metrics.json's `provenance`, or None when the file is unreadable or no JSON object."""
-    try:
-        return msgspec.json.decode(path.read_bytes(), type=_Provenance).provenance
-    except (OSError, msgspec.DecodeError, UnicodeDecodeError):  # ValidationError included
-        return None
 
 
 def software_table(runs: list[tuple[dict[str, Any], dict[str, Any] | None]]) -> pd.DataFrame:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from hpcscale.report.provenance import _read_provenance
+from hpcscale.formats.metrics import load_provenance as _read_provenance
 
 
 @pytest.mark.parametrize(
