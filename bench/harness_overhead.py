@@ -1,5 +1,5 @@
 """What the harness costs: images/s of a bare TF2 + Horovod DCGAN loop (written plainly below) vs
-the same networks through jobs/train.py, at 1 and 2 ranks, and what turning the Horovod timeline
+the same networks through jobs/tf/train.py, at 1 and 2 ranks, and what turning the Horovod timeline
 on costs at 2 ranks.
 
 Estimator (bench/overhead_stats.py, shared with bench/torch_harness_overhead.py): each round
@@ -29,7 +29,7 @@ from pathlib import Path
 from overhead_stats import Paired, fields, lost, median
 
 REPO = Path(__file__).resolve().parents[1]
-TRAIN = REPO / "jobs" / "train.py"
+TRAIN = REPO / "jobs" / "tf" / "train.py"
 MPIRUN = ["mpirun", "--oversubscribe", "--allow-run-as-root"]
 
 
@@ -42,7 +42,7 @@ def bare(args: argparse.Namespace) -> None:
     tf.config.threading.set_intra_op_parallelism_threads(args.threads)
     hvd.init()
     tf.random.set_seed(42 + hvd.rank())
-    from jobs.train import config_from_args
+    from jobs.tf.train import config_from_args
 
     with tempfile.TemporaryDirectory() as unused_run_dir:
         cfg = config_from_args(
@@ -57,7 +57,7 @@ def bare(args: argparse.Namespace) -> None:
                 str(args.width),
             ]
         )
-    from jobs.models.gan_parts import critic, generator
+    from jobs.tf.models.gan_parts import critic, generator
 
     g = generator(cfg, norm=tf.keras.layers.BatchNormalization)
     d = critic(cfg, "discriminator", norm=tf.keras.layers.BatchNormalization)

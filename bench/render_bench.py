@@ -162,7 +162,7 @@ def reframe_test(space: dict[str, list]) -> str:
                     'OMP_NUM_THREADS': str(threads),
                 }}
                 self.executable_opts = [
-                    '{jobs}/train.py', '--model', 'resnet50',
+                    '{jobs}/tf/train.py', '--model', 'resnet50',
                     '--batch-per-rank', str(self.batch), '--epochs', '1', '--device', 'cpu',
                     '--threads', str(threads), '--strategy', 'horovod', '--seed', '0',
                     {wl} '--lr', str(self.lr),

@@ -73,8 +73,8 @@ def count_sbatch() -> list[int]:
 
 def campaign_file(tmp: Path) -> Path:
     jobs = tmp / "jobs"
-    jobs.mkdir()
-    (jobs / "train.py").write_text(STAND_IN)
+    (jobs / "tf").mkdir(parents=True)
+    (jobs / "tf" / "train.py").write_text(STAND_IN)
     system = yaml.safe_load((SHIPPED_DIR / "slurm-local.yaml").read_text())
     system.update({"name": "slurm-bench", "jobs_dir": str(jobs), "srun_mpi": "none"})
     (tmp / "system.yaml").write_text(yaml.safe_dump(system))

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Benchmark: hpcscale's streaming timeline parser on a ~1 GB Horovod timeline.
 
-The big file repeats a real timeline (written by a real Horovod run of jobs/train.py, or
+The big file repeats a real timeline (written by a real Horovod run of jobs/tf/train.py, or
 --source) with shifted time stamps and pids, byte for byte in Horovod 0.28.1's layout, into a
 temporary directory that is deleted afterwards. Each measurement runs in a fresh subprocess that
 reports its own time and peak RSS (VmHWM):
@@ -279,7 +279,7 @@ def ours_engine() -> bool:
 
 
 def real_timeline(tmp: Path) -> Path:
-    """A tiny real run of jobs/train.py at np=2 with the timeline on (about a minute)."""
+    """A tiny real run of jobs/tf/train.py at np=2 with the timeline on (about a minute)."""
     run_dir = tmp / "source-run"
     env = {
         **os.environ,
@@ -289,7 +289,7 @@ def real_timeline(tmp: Path) -> Path:
     }
     cmd = [
         "mpirun", "-np", "2", "--oversubscribe", "-x", "TF_CPP_MIN_LOG_LEVEL",
-        PY, str(REPO / "jobs" / "train.py"), "--model", "dcgan", "--run-dir", str(run_dir),
+        PY, str(REPO / "jobs" / "tf" / "train.py"), "--model", "dcgan", "--run-dir", str(run_dir),
         "--batch-per-rank", "4", "--epochs", "1", "--steps-per-epoch", "20",
         "--image-size", "16", "--width", "8", "--latent-dim", "16", "--threads", "1",
         "--timeline",

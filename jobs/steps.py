@@ -3,6 +3,7 @@ the collector can line steps up with the Horovod timeline."""
 
 from __future__ import annotations
 
+import math
 import socket
 import time
 from typing import Optional
@@ -22,6 +23,28 @@ def clock_anchor(tries: int = 5) -> dict[str, int]:
             best = cand
     assert best is not None
     return best
+
+
+def percentile(sorted_values: list[float], q: float) -> float:
+    """Linear-interpolation percentile (numpy's default) of an ascending list; q in [0, 100]."""
+    if not sorted_values:
+        return math.nan
+    pos = (len(sorted_values) - 1) * q / 100.0
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(sorted_values) - 1)
+    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
+
+
+def step_time_summary(durations_ms: list[float]) -> dict[str, float]:
+    """metrics.json's `step_time` of a run's timed steps (any order): count, mean, p50/90/99."""
+    ordered = sorted(durations_ms)
+    return {
+        "count": len(ordered),
+        "mean_ms": sum(ordered) / len(ordered) if ordered else float("nan"),
+        "p50_ms": percentile(ordered, 50),
+        "p90_ms": percentile(ordered, 90),
+        "p99_ms": percentile(ordered, 99),
+    }
 
 
 class StepLog:

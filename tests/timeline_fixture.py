@@ -1,6 +1,6 @@
 """Real Horovod timelines for the collector's tests, made once per session.
 
-Three tiny runs of jobs/train.py at np=2 (DCGAN, 16 px, width 8, 2 epochs of 3 steps):
+Three tiny runs of jobs/tf/train.py at np=2 (DCGAN, 16 px, width 8, 2 epochs of 3 steps):
 - `mpi`:    mpirun (MPI controller and MPI_ALLREDUCE), plain timeline;
 - `gloo`:   horovodrun --gloo (Gloo controller, GLOO_ALLREDUCE), HOROVOD_TIMELINE_MARK_CYCLES=1;
 - `killed`: mpirun, SIGTERM to mpirun once the first epoch is logged: the live, node-local
@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-TRAIN = REPO / "jobs" / "train.py"
+TRAIN = REPO / "jobs" / "tf" / "train.py"
 TINY = [
     "--model", "dcgan", "--batch-per-rank", "4", "--image-size", "16", "--width", "8",
     "--latent-dim", "16", "--threads", "1", "--timeline",
@@ -146,5 +146,5 @@ def make_real_runs(tmp: Path) -> RealRuns:
 @pytest.fixture(scope="session", name="real_runs")
 def real_runs_fixture(tmp_path_factory: pytest.TempPathFactory) -> RealRuns:
     if not HAVE_HOROVOD:
-        pytest.skip("Horovod, mpirun or jobs/train.py not available")
+        pytest.skip("Horovod, mpirun or jobs/tf/train.py not available")
     return make_real_runs(tmp_path_factory.mktemp("real-timelines"))

@@ -1,4 +1,5 @@
-"""models: the models campaigns can run and the workload arguments they take (jobs/manifest.py)."""
+"""models: the models campaigns can run and the workload arguments they take (the TensorFlow
+programs' jobs/tf/manifest.py)."""
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ per-epoch rates is not: epochs of 10 s and 30 s at 1,000 images each are 2,000 i
 50 images/s, while the rates 100 and 33.3 average 66.7. With the mean epoch time beside it,
 images_per_s x epoch_time_s is then the images of one epoch for every run.
 
-An epoch's images are global_batch x steps_per_epoch (jobs/harness.py runs a fixed number of
+An epoch's images are global_batch x steps_per_epoch (jobs/tf/harness.py runs a fixed number of
 steps per epoch and writes `images_per_s[i]` as that over `epoch_time_s[i]`). Lists that disagree
 with it (some epoch's rate x time is another number of images), with each other (lengths) or with
 `epochs`, or an epoch time that is not a positive number, leave the figure out (NaN) with the

@@ -1,6 +1,6 @@
 """The schema of `metrics.json`, the file every job writes in its run directory (rank 0).
 
-One definition shared by the writer (jobs/harness) and every reader (collector, analysis), so the
+One definition shared by the writer (jobs/tf/harness) and every reader (collector, analysis), so the
 two cannot drift. No TensorFlow here: the core package must import without it.
 """
 

@@ -60,7 +60,7 @@ class TFDistribute(Framework):
 
 
 def _refused(cell: Cell) -> None:
-    """What jobs/train.py refuses under --strategy mirrored (one process on one node)."""
+    """What jobs/tf/train.py refuses under --strategy mirrored (one process on one node)."""
     a = cell.a
     if cell.nodes > 1:
         raise ScalingError("nodes", "strategy: mirrored runs one process on one node (nodes: 1)")

@@ -1,4 +1,4 @@
-"""The bundled TensorFlow programs (jobs/): their path and their command line, shared by the
+"""The bundled TensorFlow programs (jobs/tf/): their path and their command line, shared by the
 two TensorFlow frameworks (horovod_tf, tf_distribute)."""
 
 from __future__ import annotations
@@ -11,13 +11,15 @@ from hpcscale.model.job_cli import job_argv
 from hpcscale.model.resources import jobs_dir
 from hpcscale.model.run import Run
 from hpcscale.model.system import System, python_of
+from hpcscale.model.workloads import TF_PROGRAMS
 
-JOBS_DIR = jobs_dir()  # the bundled programs (hpcscale.model.resources: installed or checkout)
+JOBS_DIR = jobs_dir()  # the bundled jobs root (hpcscale.model.resources: installed or checkout)
 
 
 @lru_cache(maxsize=256)
 def _program_path(jobs_dir: str | None, program: str) -> str:
-    return str((Path(jobs_dir) if jobs_dir else JOBS_DIR) / f"{program}.py")
+    """jobs/tf/<program>.py under the profile's `jobs_dir` (a jobs root), else the bundled one."""
+    return str((Path(jobs_dir) if jobs_dir else JOBS_DIR) / TF_PROGRAMS / f"{program}.py")
 
 
 def program_argv(run: Run, system: System, run_dir: str | Path) -> list[object]:
@@ -47,7 +49,7 @@ def program_argv(run: Run, system: System, run_dir: str | Path) -> list[object]:
 
 def job_args(run: Run) -> dict[str, object]:
     """The campaign's workload arguments, plus `lr_ref_batch` = the run's global batch under
-    strong scaling (unless given): the learning rate (jobs/manifest.py `lr_scaling`) then stays
+    strong scaling (unless given): the learning rate (jobs/tf/manifest.py `lr_scaling`) then stays
     the same at every scale, while weak scaling grows it with the global batch."""
     if run.scaling != "strong" or "lr_ref_batch" in run.args:
         return run.args

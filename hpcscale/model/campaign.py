@@ -81,7 +81,7 @@ class Workload(CommandFields):
 
     model_config = ConfigDict(extra="forbid")
     program: str = Field(
-        default="train", pattern=r"^[A-Za-z0-9_]+$", description="entry point: jobs/<program>.py"
+        default="train", pattern=r"^[A-Za-z0-9_]+$", description="entry point: jobs/tf/<program>.py"
     )
     model: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_]+$")
     epochs: int = Field(default=1, gt=0)

@@ -31,7 +31,7 @@ from hpcscale.model.yamlsrc import KeyPath
 
 Kind = Literal["dir", "file"]
 # The workload arguments that name something the job reads, and what it opens there
-# (jobs/train.py: --data-dir and --val-dir must be directories; jobs/models/stackgan.py and
+# (jobs/tf/train.py: --data-dir and --val-dir must be directories; jobs/tf/models/stackgan.py and
 # classifier.py open --stage1-weights and --weights as files).
 INPUTS: dict[str, Kind] = {
     "data_dir": "dir",
@@ -39,7 +39,7 @@ INPUTS: dict[str, Kind] = {
     "stage1_weights": "file",
     "weights": "file",
 }
-# `weights` values that name no file (jobs/models/classifier.py weights_path).
+# `weights` values that name no file (jobs/tf/models/classifier.py weights_path).
 WEIGHTS_KEYWORDS: tuple[str, ...] = ("none", "imagenet")
 # Arguments whose `~` the job itself expands (classifier.weights_path: Path(...).expanduser()).
 EXPANDS_USER: frozenset[str] = frozenset({"weights"})

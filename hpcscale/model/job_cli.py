@@ -1,9 +1,9 @@
-"""The job's command line, defined once: the flags hpcscale sets on `jobs/train.py`.
+"""The job's command line, defined once: the flags hpcscale sets on `jobs/tf/train.py`.
 
-The renderer builds a rank's argv with `job_argv`; jobs/train.py adds these same flags to its
+The renderer builds a rank's argv with `job_argv`; jobs/tf/train.py adds these same flags to its
 parser with `JOB_FLAGS[dest].add_to(...)`, so a flag renamed here is renamed on both sides. The
 job's own flags (burn-in, data directory, model hyper-parameters, ...) reach it from a campaign's
-`args:` as `--flag value` and are defined in jobs/train.py alone.
+`args:` as `--flag value` and are defined in jobs/tf/train.py alone.
 """
 
 from __future__ import annotations

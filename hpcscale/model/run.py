@@ -56,7 +56,7 @@ class Run(BaseModel):
 
     campaign: str
     system: str
-    program: str = Field(default="train", description="entry point in jobs/ (jobs/<program>.py)")
+    program: str = Field(default="train", description="entry point: jobs/tf/<program>.py")
     model: str = Field(description="network, e.g. dcgan, sngan, wgan_gp, resnet50")
     scaling: Scaling
     device: Device

@@ -197,7 +197,9 @@ class System(BaseModel):
         "not a template)",
     )
     python: str = Field(default="python3", description="'auto' = the interpreter running hpcscale")
-    jobs_dir: str | None = Field(default=None, description="where jobs/ lives on the cluster")
+    jobs_dir: str | None = Field(
+        default=None, description="where jobs/ lives on the cluster (its root: tf/, torch/ inside)"
+    )
     modules: list[str] = Field(default_factory=list)
     env: dict[str, str | int | float] = Field(default_factory=dict)
     cpu: DeviceSettings = Field(default_factory=DeviceSettings, description="CPU runs only")

@@ -1,12 +1,13 @@
-"""The workloads a campaign can run, read from their declaration (jobs/manifest.py): programs,
+"""The workloads a campaign can run, read from their declaration (jobs/tf/manifest.py): programs,
 models and the job's own arguments with their types, ranges and rules.
 
 The manifest is loaded by its path, standard library only, so a campaign's `model:` and `args:` are
 checked by `validate` exactly as the job's parser would check them, without TensorFlow and before
 anything is queued. Which manifest: the one of the jobs directory the runs use, i.e. a system
-profile's `jobs_dir` when it is a directory here (a directory without a manifest declares nothing,
-so its programs' arguments go unchecked), else the bundled jobs/ (hpcscale.model.resources; a
-`jobs_dir` that only exists on the cluster holds a copy of it). Names hpcscale itself sets (its
+profile's `jobs_dir` (the jobs root: the TensorFlow programs and their manifest in its tf/) when it
+is a directory here (a directory without tf/manifest.py declares nothing, so its programs'
+arguments go unchecked), else the bundled jobs/ (hpcscale.model.resources; a `jobs_dir` that only
+exists on the cluster holds a copy of it). Names hpcscale itself sets (its
 job flags, run fields, axes) are always refused as workload arguments: the job would take the
 campaign's value while the plan, run.json and the report showed hpcscale's.
 """
@@ -28,8 +29,9 @@ from hpcscale.model.resources import jobs_dir as bundled_jobs_dir
 from hpcscale.model.validation import did_you_mean
 from hpcscale.model.vocab import AXIS_TERMS, RUN_TERMS
 
-MANIFEST = bundled_jobs_dir() / "manifest.py"
-_MODULE = "hpcscale_workload_manifest"  # not `jobs.manifest`: the jobs package stays unimported
+TF_PROGRAMS = "tf"  # the TensorFlow programs' folder in a jobs root (jobs/tf/; jobs/torch/ beside)
+MANIFEST = bundled_jobs_dir() / TF_PROGRAMS / "manifest.py"
+_MODULE = "hpcscale_workload_manifest"  # not `jobs.tf.manifest`: `jobs` stays unimported
 Declaration = ModuleType | None  # a loaded manifest; None: a jobs directory that declares nothing
 
 # Names hpcscale sets on the job or records for the run: never a workload argument.
@@ -59,7 +61,7 @@ class ModelInfo:
 def declared(jobs_dir: str | None) -> Declaration:
     """The manifest of the jobs directory a system's runs use (see the module)."""
     if jobs_dir and Path(jobs_dir).is_dir():
-        own = Path(jobs_dir) / "manifest.py"
+        own = Path(jobs_dir) / TF_PROGRAMS / "manifest.py"
         return manifest(own.absolute()) if own.is_file() else None
     return manifest()
 
@@ -91,7 +93,7 @@ def program_problem(program: str, decl: Declaration) -> str | None:
     if decl is None or program in decl.PROGRAMS:
         return None
     return (
-        f"unknown program {program!r}{did_you_mean(program, decl.PROGRAMS)} (jobs/manifest.py "
+        f"unknown program {program!r}{did_you_mean(program, decl.PROGRAMS)} (jobs/tf/manifest.py "
         f"declares no jobs/{program}.py); programs: {', '.join(decl.PROGRAMS)}"
     )
 

@@ -1,5 +1,5 @@
 """The image-folder source of the PyTorch programs (`--dataset folder`, the default with
---data-dir): jobs/datasets/folder.py's layout and arithmetic without TensorFlow, so a
+--data-dir): jobs/tf/datasets/folder.py's layout and arithmetic without TensorFlow, so a
 `strategy: [horovod, torch_ddp]` matrix reads the same images the same way.
 
 - layout: one sub-folder per class, classes in sorted order (label = index), the image files
@@ -12,7 +12,7 @@
   background thread a few batches ahead (TF's map + prefetch; memory stays a few batches);
 - decoding: Pillow to RGB (grey replicated, alpha dropped, a GIF's first frame), bilinear resize
   with half-pixel centres and no antialiasing (what tf.image.resize does), then x / 127.5 - 1:
-  [-1, 1] for every model, as jobs/datasets/pipeline.py `decode`.
+  [-1, 1] for every model, as jobs/tf/datasets/pipeline.py `decode`.
 No validation split: the torch programs have no held-out evaluation yet.
 """
 
@@ -32,7 +32,7 @@ import torch
 import torch.nn.functional as F
 from PIL import Image, UnidentifiedImageError
 
-IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".bmp", ".gif"}  # = jobs/datasets/pipeline.py's
+IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".bmp", ".gif"}  # = jobs/tf/datasets/pipeline.py's
 PREFETCH = 2  # batches decoded ahead of the training step
 Pairs = list[tuple[str, int]]
 Batch = Union[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]
@@ -54,7 +54,7 @@ class Folder:
 
 
 def list_folder(root: Path, global_batch: int, dataset_size: Optional[int], seed: int) -> Folder:
-    """The classes and the training images, as jobs/datasets/folder.py lists them."""
+    """The classes and the training images, as jobs/tf/datasets/folder.py lists them."""
     if not root.is_dir():
         raise DataUsageError(f"--data-dir {root}: not a directory")
     classes = sorted(p.name for p in root.iterdir() if p.is_dir())
@@ -154,7 +154,7 @@ class Prefetched:
 
 
 def images_per_s(it: Iterator[Batch], batch: int, least_s: float = 1.0) -> float:
-    """This rank's decoding alone, on an iterator of its own (jobs/datasets/pipeline.py
+    """This rank's decoding alone, on an iterator of its own (jobs/tf/datasets/pipeline.py
     `images_per_s`): one batch to start, then batches for `least_s` seconds, at least two."""
     next(it)
     n, t0 = 0, time.perf_counter()

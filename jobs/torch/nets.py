@@ -1,4 +1,4 @@
-"""The bundled networks in plain `torch.nn`, twins of the Keras ones in jobs/models/.
+"""The bundled networks in plain `torch.nn`, twins of the Keras ones in jobs/tf/models/.
 
 Same layers, widths, biases and batch-norm placement as their Keras twins, so a DDP cell and a
 Horovod cell train the same model: tests/integration/test_torch_jobs.py checks that each
@@ -7,10 +7,10 @@ weights) equals the Keras count. No torchvision (it does not import beside the C
 here), no pretrained weights. Kernels start Glorot-uniform and biases at zero, as Keras'
 defaults do.
 
-    dcgan       generator + discriminator of jobs/models/gan_parts.py with batch norm
+    dcgan       generator + discriminator of jobs/tf/models/gan_parts.py with batch norm
     resnet50    keras.applications.ResNet50 (v1, biased convs, BN eps 1.001e-5) with its top
     vgg16       keras.applications.VGG16 with its top (flatten, 4096, 4096, classes)
-    classifier  jobs/models/classifier.py: a backbone without top (global average pooling) and
+    classifier  jobs/tf/models/classifier.py: a backbone without top (global average pooling) and
                 a Dense head; backbones resnet50 and vgg16
 """
 
@@ -33,7 +33,7 @@ BN_STATS = ("running_mean", "running_var")  # Keras' moving_mean, moving_varianc
 
 
 def gan_upsamplings(image_size: int) -> int:
-    """Stride-2 layers of the GANs: 3 below 64 px, 4 from 64 px (as jobs/manifest.py)."""
+    """Stride-2 layers of the GANs: 3 below 64 px, 4 from 64 px (as jobs/tf/manifest.py)."""
     return 3 if image_size < 64 else 4
 
 
@@ -188,8 +188,8 @@ class CaffeInput(nn.Module):
 
 class ImageNet(nn.Module):
     """A keras.applications network: with its top (`model: resnet50|vgg16`, as
-    jobs/models/cnn.py) or as the classifier (no top, average pooling, a Dense head, inputs
-    preprocessed as jobs/models/classifier.py does)."""
+    jobs/tf/models/cnn.py) or as the classifier (no top, average pooling, a Dense head, inputs
+    preprocessed as jobs/tf/models/classifier.py does)."""
 
     def __init__(self, backbone: str, image_size: int, num_classes: int, top: bool) -> None:
         super().__init__()

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The PyTorch DDP twin of jobs/train.py: one process per rank (torchrun, mpirun or srun), the
+"""The PyTorch DDP twin of jobs/tf/train.py: one process per rank (torchrun, mpirun or srun), the
 same batch arithmetic, burn-in, timed epochs and outputs, so hpcscale's collector reads them
 unchanged. See docs/pytorch.md.
 
@@ -66,11 +66,10 @@ from hpcscale.model.job_cli import (  # noqa: E402
     positive_float,
 )
 from hpcscale.model.vocab import STRATEGIES  # noqa: E402
-from jobs.config import step_time_summary  # noqa: E402
 from jobs.load import machine_id  # noqa: E402
 from jobs.load import sample as load_sample  # noqa: E402
 from jobs.provenance import git_revision, mpi_library_version  # noqa: E402
-from jobs.steps import StepLog  # noqa: E402
+from jobs.steps import StepLog, step_time_summary  # noqa: E402
 from jobs.torch import data as folder_data  # noqa: E402
 from jobs.torch import dist as ddp_env  # noqa: E402
 from jobs.torch.nets import (  # noqa: E402
@@ -92,7 +91,7 @@ EXIT_USAGE, EXIT_SYNC_MISMATCH = 2, 3
 TRACE_SKIP, TRACE_STEPS = 5, 20  # hpcscale.model.campaign.TraceWindow's defaults
 TRACE_DIR = "traces"  # under --run-dir (hpcscale.collect.traces.torch.reader.TRACE_DIR)
 ENV_PREFIXES = ("TORCH_", "NCCL_", "GLOO_", "OMPI_", "MV2_", "MASTER_", "OMP_")
-# flags of jobs/train.py that mean nothing to DDP (Horovod's, MirroredStrategy's): refused
+# flags of jobs/tf/train.py that mean nothing to DDP (Horovod's, MirroredStrategy's): refused
 NOT_DDP = {
     "fp16_allreduce": "Horovod's; DDP's counterpart is --fp16-compress",
     "mark_cycles": "Horovod's timeline cycles; a profiler trace has none",
@@ -154,7 +153,7 @@ def usage_error(msg: str) -> NoReturn:
 
 
 def lr_scale(rule: str, global_batch: int, ref_batch: int) -> float:
-    """As jobs/config.py: global_batch / ref_batch (linear), its square root, or 1."""
+    """As jobs/tf/config.py: global_batch / ref_batch (linear), its square root, or 1."""
     ratio = global_batch / ref_batch
     return {"linear": ratio, "sqrt": ratio**0.5, "none": 1.0}[rule]
 

@@ -207,9 +207,9 @@ def _bare(run: Path, env: dict[str, str], *args: str) -> subprocess.CompletedPro
 def test_weights_file_is_loaded_into_the_backbone(
     backbone_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from jobs.config import JobUsageError
-    from jobs.models.classifier import build_model
-    from jobs.train import config_from_args
+    from jobs.tf.config import JobUsageError
+    from jobs.tf.models.classifier import build_model
+    from jobs.tf.train import config_from_args
 
     cfg = config_from_args(["--model", "classifier", "--run-dir", str(tmp_path), *SMALL,
                             "--weights", str(backbone_file)])  # fmt: skip
@@ -238,8 +238,8 @@ def test_weights_file_is_loaded_into_the_backbone(
 def test_augment_presets_and_overrides(tmp_path: Path) -> None:
     import tensorflow as tf
 
-    from jobs.augment import PRESETS, augmentation_of, augmented
-    from jobs.train import config_from_args
+    from jobs.tf.augment import PRESETS, augmentation_of, augmented
+    from jobs.tf.train import config_from_args
 
     cfg = config_from_args(["--model", "classifier", "--run-dir", str(tmp_path),
                             "--augment", "seed004_caltech", "--aug-zoom", "0.3"])  # fmt: skip

@@ -1,6 +1,6 @@
 """`hpcscale collect` and `load_results` on a campaign directory made from real runs.
 
-The runs are real (tests/timeline_fixture.py: jobs/train.py at np=2 under mpirun and
+The runs are real (tests/timeline_fixture.py: jobs/tf/train.py at np=2 under mpirun and
 horovodrun --gloo); the campaign directory around them is assembled here, with `run.json` from
 the real `Run` model, because rendering and submitting are other modules' job (and tests).
 Broken runs are made by damaging copies of real files.

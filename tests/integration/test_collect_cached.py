@@ -2,7 +2,7 @@
 files beyond their stats and writes nothing, and what it returns is what a full collect returns;
 anything that changes what the results files hold writes them again.
 
-The campaign is test_collect.py's: real runs (jobs/train.py under mpirun and horovodrun), a
+The campaign is test_collect.py's: real runs (jobs/tf/train.py under mpirun and horovodrun), a
 corrupt one, an unfinished one and one with an empty timeline.
 """
 

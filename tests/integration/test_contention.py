@@ -337,7 +337,7 @@ def test_bad_max_parallel_is_a_located_error(
 def tiny_slurm_campaign(
     tmp_path: Path, name: str, matrix: dict, system: str = "slurm-local"
 ) -> Path:
-    """A quickstart_slurm-like campaign (real jobs/train.py on slurm-local), tiny."""
+    """A quickstart_slurm-like campaign (real jobs/tf/train.py on slurm-local), tiny."""
     spec = yaml.safe_load((CAMPAIGNS / "quickstart_slurm.yaml").read_text())
     spec["name"] = name
     spec["system"] = system
@@ -372,8 +372,8 @@ def intervals_overlap(runs: pd.DataFrame) -> bool:
 
 
 # A start barrier for the jobs of one campaign: Python imports this `sitecustomize` from the
-# PYTHONPATH the test's profile sets, before jobs/train.py runs. Once a job has recorded its
-# start time (jobs.harness.run takes it, then calls `_run`), it waits until every job of the
+# PYTHONPATH the test's profile sets, before jobs/tf/train.py runs. Once a job has recorded its
+# start time (jobs.tf.harness.run takes it, then calls `_run`), it waits until every job of the
 # campaign has, so the measured [started, finished] intervals all contain the instant the last
 # one arrived: they overlap by construction, not by the scheduler's timing. A job left alone
 # (the throttle not lifted) gives up after BARRIER_WAIT_S and runs apart.
@@ -395,7 +395,7 @@ def _wait():
 
 class _AfterHarness:
     def find_spec(self, name, path=None, target=None):
-        if name != "jobs.harness":
+        if name != "jobs.tf.harness":
             return None
         sys.meta_path.remove(self)
         spec = importlib.machinery.PathFinder.find_spec(name, path)

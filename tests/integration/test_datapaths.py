@@ -293,7 +293,7 @@ def test_weights_files_are_checked_keywords_are_not(tmp_path: Path) -> None:
     assert info.value.key == "workload.args.weights" and "does not exist" in info.value.message
     missing.write_bytes(b"\x89HDF")
     api.validate(campaign(tmp_path, str(missing), text=WEIGHTS))
-    # the job expands `~` in --weights (jobs/models/classifier.py), so the check does too
+    # the job expands `~` in --weights (jobs/tf/models/classifier.py), so the check does too
     proc = hpcscale(
         "validate", str(campaign(tmp_path, "~/w.weights.h5", text=WEIGHTS)),
         env={"HOME": str(tmp_path)},

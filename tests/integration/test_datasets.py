@@ -1,4 +1,4 @@
-"""The input formats (jobs/datasets) on tiny real datasets written here, and the learning-rate
+"""The input formats (jobs/tf/datasets) on tiny real datasets written here, and the learning-rate
 rule: folder (stratified, seeded split; --val-dir), flat (centre crop), tfrecord (written by
 TensorFlow), sharding by rank under real mpirun, a DCGAN trained on a flat directory at np=2.
 
@@ -19,11 +19,11 @@ from typing import Any
 import pytest
 
 from hpcscale.formats.metrics import load_metrics
-from jobs.config import JobUsageError, lr_scale, scaled_lr
+from jobs.tf.config import JobUsageError, lr_scale, scaled_lr
 from tests.conftest import REPO, hpcscale
 from tests.integration.test_jobs import needs_horovod, ok, train
 
-TRAIN = REPO / "jobs" / "train.py"
+TRAIN = REPO / "jobs" / "tf" / "train.py"
 SIZE = 16
 
 
@@ -80,7 +80,7 @@ def write_tfrecord(path: Path, numbers: list[int], classes: int = 3) -> None:
 
 
 def config(tmp_path: Path, *args: str, model: str = "resnet50") -> Any:
-    from jobs.train import config_from_args
+    from jobs.tf.train import config_from_args
 
     px = "32" if model == "resnet50" else str(SIZE)
     return config_from_args(["--model", model, "--run-dir", str(tmp_path / "run"),
@@ -107,7 +107,7 @@ def read(spec: Any, labelled: bool = True) -> tuple[dict[int, int], dict[int, in
 
 @pytest.mark.horovod
 def test_folder_split_is_seeded_stratified_and_disjoint(tmp_path: Path) -> None:
-    from jobs.datasets import make_data
+    from jobs.tf.datasets import make_data
 
     labels = class_folder(tmp_path / "data", [10, 6, 2, 1])
     base = ("--data-dir", str(tmp_path / "data"), "--val-split", "0.25")
@@ -127,7 +127,7 @@ def test_folder_split_is_seeded_stratified_and_disjoint(tmp_path: Path) -> None:
 
 @pytest.mark.horovod
 def test_held_out_rounds_half_up_keeps_one_and_never_all() -> None:
-    from jobs.datasets.pipeline import held_out
+    from jobs.tf.datasets.pipeline import held_out
 
     assert [held_out(0.25, n) for n in (1, 2, 3, 6, 10)] == [0, 1, 1, 2, 3]
     assert held_out(0.9, 5) == 4 and held_out(0.0, 10) == 0 and held_out(0.01, 2) == 1
@@ -135,7 +135,7 @@ def test_held_out_rounds_half_up_keeps_one_and_never_all() -> None:
 
 @pytest.mark.horovod
 def test_val_dir_holds_the_validation_split_with_the_same_classes(tmp_path: Path) -> None:
-    from jobs.datasets import make_data
+    from jobs.tf.datasets import make_data
 
     class_folder(tmp_path / "train", [3, 3])
     for i, c in ((20, "c0"), (21, "c1"), (22, "c1")):
@@ -182,7 +182,7 @@ def test_flat_cuts_a_centred_square_then_resizes(tmp_path: Path) -> None:
     import numpy as np
     from PIL import Image
 
-    from jobs.datasets import make_data
+    from jobs.tf.datasets import make_data
 
     pixels = np.zeros((32, 48, 3), np.uint8)
     pixels[:] = (0, 0, 255)
@@ -223,7 +223,7 @@ def tfrecords(tmp_path: Path) -> Path:
 def test_tfrecord_reads_labels_and_shards_by_file_or_record(
     tmp_path: Path, tfrecords: Path
 ) -> None:
-    from jobs.datasets import make_data
+    from jobs.tf.datasets import make_data
 
     args = ("--dataset", "tfrecord", "--data-dir", str(tfrecords), "--num-classes", "3")
     spec = make_data(config(tmp_path, *args), 0, 1, 2, 2)
@@ -249,8 +249,8 @@ def test_tfrecord_reads_labels_and_shards_by_file_or_record(
 SHARD_SCRIPT = """\
 import json, os, sys
 sys.path.insert(0, {repo!r})
-from jobs.train import config_from_args
-from jobs.datasets import make_data
+from jobs.tf.train import config_from_args
+from jobs.tf.datasets import make_data
 rank, size = int(os.environ["OMPI_COMM_WORLD_RANK"]), int(os.environ["OMPI_COMM_WORLD_SIZE"])
 ids = lambda imgs: [round((float(x[0, 0, 0]) + 1.0) * 127.5 / 8) for x in imgs]
 out = {{}}

@@ -36,7 +36,7 @@ TRACEBACK = """\
 binary is optimized to use available CPU instructions in performance-critical operations.
 [hpcscale] model=dcgan strategy=horovod ranks=1 replicas=1 global_batch=8 data=flat
 Traceback (most recent call last):
-  File "/work/jobs/datasets/pipeline.py", line 40, in decode
+  File "/work/jobs/tf/datasets/pipeline.py", line 40, in decode
     image = tf.io.decode_image(raw, channels=3)
             ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^
 tensorflow.python.framework.errors_impl.InvalidArgumentError: Unknown image file format.
@@ -44,9 +44,9 @@ tensorflow.python.framework.errors_impl.InvalidArgumentError: Unknown image file
 During handling of the above exception, another exception occurred:
 
 Traceback (most recent call last):
-  File "/work/jobs/train.py", line 240, in <module>
+  File "/work/jobs/tf/train.py", line 240, in <module>
     sys.exit(main())
-  File "/work/jobs/harness.py", line 81, in run
+  File "/work/jobs/tf/harness.py", line 81, in run
     raise RuntimeError(f"cannot decode {path}") from exc
 RuntimeError: cannot decode /data/celeba/000001.jpg: not an image
 """
@@ -349,7 +349,7 @@ def failed_campaign(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Pat
 
 
 def _expected_reason(empty: Path) -> str:
-    """What the job says of a directory without images (jobs/datasets/flat.py, as train.py
+    """What the job says of a directory without images (jobs/tf/datasets/flat.py, as train.py
     prints a usage error)."""
     images = ".bmp, .gif, .jpeg, .jpg, .png"
     return f"train.py: error: --data-dir {empty}: no {images} files directly in it"

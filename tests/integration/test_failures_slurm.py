@@ -2,7 +2,7 @@
 program raises and one that overstays its 1-minute limit; `status --json` gives each its reason
 from its own output (slurm-<job>.out in the run directory, and for the time limit slurmstepd's
 words in the array task's file) and `logs` prints them. A stand-in program stands for
-jobs/train.py (as in test_slurm.py): SLURM's mechanics are under test, not TensorFlow."""
+jobs/tf/train.py (as in test_slurm.py): SLURM's mechanics are under test, not TensorFlow."""
 
 from __future__ import annotations
 
@@ -32,8 +32,8 @@ time.sleep(600)
 
 def _campaign(tmp_path: Path) -> Path:
     jobs = tmp_path / "jobs"
-    jobs.mkdir()
-    (jobs / "train.py").write_text(STAND_IN)
+    (jobs / "tf").mkdir(parents=True)
+    (jobs / "tf" / "train.py").write_text(STAND_IN)
     system = yaml.safe_load((SHIPPED_DIR / "slurm-local.yaml").read_text())
     system.update(
         {"name": "slurm-why", "jobs_dir": str(jobs), "max_parallel": None, "time_limit_min": 1}

@@ -1,4 +1,4 @@
-"""GPUs bound right, or a clear error: one GPU per local rank (jobs/gpus.py, pure, tested here on
+"""GPUs bound right, or a clear error: one GPU per local rank (jobs/tf/gpus.py, pure, tested here on
 a CPU machine with device names as TensorFlow lists them), and the real job exiting 2 with the
 message when it is asked for GPUs it cannot see."""
 
@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from jobs.config import JobUsageError
-from jobs.gpus import gpu_for_local_rank, gpus_for_replicas
+from jobs.tf.config import JobUsageError
+from jobs.tf.gpus import gpu_for_local_rank, gpus_for_replicas
 
-TRAIN = Path(__file__).resolve().parents[2] / "jobs" / "train.py"
+TRAIN = Path(__file__).resolve().parents[2] / "jobs" / "tf" / "train.py"
 GPUS = [f"/physical_device:GPU:{i}" for i in range(4)]
 
 

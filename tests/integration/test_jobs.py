@@ -1,4 +1,4 @@
-"""The workloads (jobs/train.py) trained for real: `mpirun -np 2` of every model at tiny sizes
+"""The workloads (jobs/tf/train.py) trained for real: `mpirun -np 2` of every model at tiny sizes
 (but two CNNs, which share resnet50's training loop and run as one bare process), the mirrored
 strategy over two logical CPU devices, and the failures a user can cause.
 
@@ -22,17 +22,16 @@ import pytest
 
 from hpcscale.formats.metrics import SCHEMA_VERSION, Metrics, load_metrics
 from hpcscale.model.errors import InputError
-from jobs.config import (
+from jobs.steps import clock_anchor, percentile
+from jobs.tf.config import (
     gan_image_size_problem,
-    percentile,
     process_world_size,
     scaled_lr,
     steps_per_epoch,
 )
-from jobs.steps import clock_anchor
 
 REPO = Path(__file__).resolve().parents[2]
-TRAIN = REPO / "jobs" / "train.py"
+TRAIN = REPO / "jobs" / "tf" / "train.py"
 HAVE_HOROVOD = importlib.util.find_spec("horovod") is not None and shutil.which("mpirun")
 needs_horovod = pytest.mark.skipif(not HAVE_HOROVOD, reason="Horovod or mpirun not installed")
 
@@ -364,11 +363,11 @@ def test_gan_image_sizes() -> None:
 
 
 def test_parser_is_built_from_the_manifest() -> None:
-    """The job's own arguments come from jobs/manifest.py (what `hpcscale validate` and
+    """The job's own arguments come from jobs/tf/manifest.py (what `hpcscale validate` and
     `hpcscale models` read), the flags hpcscale sets from hpcscale.model.job_cli."""
     from hpcscale.model.job_cli import JOB_FLAGS
-    from jobs.manifest import ARGS
-    from jobs.train import build_parser
+    from jobs.tf.manifest import ARGS
+    from jobs.tf.train import build_parser
 
     actions = {a.dest: a for a in build_parser()._actions if a.dest != "help"}
     assert set(actions) == set(ARGS) | set(JOB_FLAGS)
@@ -383,7 +382,7 @@ def test_parser_and_validate_refuse_the_same_arguments(model: str) -> None:
     """One declaration, two readers: the job's parser and hpcscale's campaign check agree on
     every value (an image size the model cannot take, an out-of-range or mistyped value)."""
     from hpcscale.model.workloads import args_problem, manifest
-    from jobs.train import _problem, build_parser
+    from jobs.tf.train import _problem, build_parser
 
     cases = [{"image_size": px} for px in (8, 16, 24, 36, 48, 64, 72, 75, 96, 224)]
     cases += [{"lr": 0}, {"lr": 1e-3}, {"burn_in_steps": -1}, {"width": "x"}, {"image_size": 64.0}]
@@ -428,7 +427,7 @@ def test_load_metrics_names_the_file_and_key(tmp_path: Path) -> None:
 @pytest.mark.horovod
 def test_tensorflow_schedule_matches_the_pure_definition() -> None:
     pytest.importorskip("tensorflow")
-    from jobs.distribute import ScaledWarmup
+    from jobs.tf.distribute import ScaledWarmup
 
     for warmup, rule in itertools.product((0, 40), ("linear", "sqrt", "none")):
         schedule = ScaledWarmup(0.01, warmup, 256, 32, rule)

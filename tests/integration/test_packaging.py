@@ -26,7 +26,7 @@ from tests.conftest import CAMPAIGNS, REPO, hpcscale
 from tests.packaging_fixture import Installed
 
 BUNDLED = ("templates", "jobs", "campaigns")  # top-level folders the wheel carries as _data/
-PROGRAM = re.compile(r"(/\S+/jobs/\w+\.py)\b")  # a bundled program named in a job script
+PROGRAM = re.compile(r"(/\S+/jobs/(?:tf|torch)/\w+\.py)\b")  # a bundled program in a job script
 
 
 def _tree(root: Path) -> dict[str, tuple[int, int]]:
@@ -66,7 +66,7 @@ def test_wheel_and_sdist_carry_profiles_templates_programs_and_campaigns(
         assert {f"{folder}/{f}" for f in files} <= sdist, folder
     profiles = {p.name for p in (REPO / "hpcscale" / "systems").glob("*.yaml")}
     assert {f"hpcscale/systems/{p}" for p in profiles} <= wheel
-    assert "hpcscale/_data/jobs/manifest.py" in wheel
+    assert "hpcscale/_data/jobs/tf/manifest.py" in wheel
     assert not any(n.startswith(("jobs/", "templates/", "campaigns/")) for n in wheel)
     tracked = subprocess.run(
         ["git", "-C", str(REPO), "ls-files", "hpcscale/_data"], capture_output=True, text=True
@@ -170,7 +170,7 @@ def test_installed_cli_from_an_empty_directory(
         programs = PROGRAM.findall(script.read_text())
         assert programs, script
         for program in programs:
-            assert Path(program).is_file() and Path(program).parent == jobs, program
+            assert Path(program).is_file() and Path(program).parent.parent == jobs, program
         record = json.loads((script.parent / "run.json").read_text())
         assert record["hpcscale_version"] == hs.version
 
@@ -225,7 +225,7 @@ def test_installed_quickstart_end_to_end(
     for rd in runs:
         metrics = json.loads((rd / "metrics.json").read_text())  # the job finished
         programs = PROGRAM.findall((rd / "job.sbatch").read_text())
-        assert programs == [str(hs.package / "_data" / "jobs" / "train.py")], programs
+        assert programs == [str(hs.package / "_data" / "jobs" / "tf" / "train.py")], programs
         assert metrics["provenance"]["git_revision"] is None  # not the checkout's revision
         assert json.loads((rd / "run.json").read_text())["hpcscale_version"] == hs.version
         assert (rd / "timeline.json").is_file()
@@ -252,7 +252,7 @@ def test_installed_program_runs_under_a_python_without_hpcscale(
     hpcscale it was installed with (jobs/ sits inside it)."""
     bare = tmp_path / "bare"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True)
-    train = installed_hpcscale.package / "_data" / "jobs" / "train.py"
+    train = installed_hpcscale.package / "_data" / "jobs" / "tf" / "train.py"
     env = installed_hpcscale.env()
     python = str(bare / "bin" / "python")
     lacks = subprocess.run(

@@ -5,7 +5,7 @@ cancel and resubmit.
 Most campaigns here run a stand-in `train.py` (written to a tmp `jobs_dir` of a test copy of
 the slurm-local system profile): it starts under the real rendered script and the real `srun`,
 writes a metrics.json and exits (or sleeps/fails on request). The SLURM mechanics are under
-test, not TensorFlow; `test_real_workload_two_nodes_pmix` runs the real jobs/train.py.
+test, not TensorFlow; `test_real_workload_two_nodes_pmix` runs the real jobs/tf/train.py.
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ from tests.slurm_fixture import (
 pytestmark = pytest.mark.slurm
 
 STAND_IN = '''\
-"""Stand-in for jobs/train.py (SLURM mechanics under test): metrics.json; sleeps (on the first
+"""Stand-in for jobs/tf/train.py (SLURM mechanics under test): metrics.json; sleeps (on the first
 attempt only with --sleep-once yes) or fails on request."""
 import json, os, sys, time
 from pathlib import Path
@@ -83,7 +83,7 @@ print("stand-in done on", os.environ["SLURMD_NODENAME"])
 # TotalCPU) falls from 210 s with the Python stand-in (a start of this venv's Python and its
 # site-packages in every task) to 86 s, on a 2-core machine.
 SH_STAND_IN = """\
-# Stand-in for jobs/train.py, run by /bin/sh: metrics.json and exit 0.
+# Stand-in for jobs/tf/train.py, run by /bin/sh: metrics.json and exit 0.
 while [ $# -gt 0 ]; do
   if [ "$1" = --run-dir ]; then run_dir=$2; fi
   shift
@@ -96,10 +96,11 @@ echo "stand-in done on $SLURMD_NODENAME"
 
 
 def stand_in_system(tmp_path: Path, program: str = STAND_IN, **overrides: object) -> Path:
-    """The shipped slurm-local profile with `jobs_dir` pointing at the stand-in."""
+    """The shipped slurm-local profile with `jobs_dir` (a jobs root) holding the stand-in as
+    its tf/train.py."""
     jobs = tmp_path / "jobs"
-    jobs.mkdir(exist_ok=True)
-    (jobs / "train.py").write_text(program)
+    (jobs / "tf").mkdir(parents=True, exist_ok=True)
+    (jobs / "tf" / "train.py").write_text(program)
     spec = yaml.safe_load((SHIPPED_DIR / "slurm-local.yaml").read_text())
     # stand-ins measure nothing: their runs go at once, not one at a time as slurm-local's do
     spec.update({"name": "slurm-test", "jobs_dir": str(jobs), "max_parallel": None, **overrides})
@@ -408,7 +409,7 @@ def test_failed_runs_are_resubmitted(
     assert all("failing on request" in (r["message"] or "") for r in rows)
     assert hpcscale("resubmit", "flaky").returncode == 2  # which runs? say --failed
     # the cause is fixed (here: the program), then the same runs go again
-    (tmp_path / "jobs" / "train.py").write_text(STAND_IN.replace('== "yes"', '== "never"'))
+    (tmp_path / "jobs" / "tf" / "train.py").write_text(STAND_IN.replace('== "yes"', '== "never"'))
     proc = hpcscale("resubmit", "flaky", "--failed", check=True)
     assert "resubmitting 2 run(s)" in proc.stdout
     rows = wait_terminal("flaky")
@@ -468,7 +469,7 @@ def test_killed_node_fails_its_run_and_resubmit_finishes_the_campaign(
 def test_real_workload_two_nodes_pmix(
     slurm_cluster: ClusterInfo, tmp_path: Path, workdir: Path
 ) -> None:
-    """jobs/train.py (DCGAN, tiny) on 2 virtual nodes x 1 rank via `srun --mpi=pmix`."""
+    """jobs/tf/train.py (DCGAN, tiny) on 2 virtual nodes x 1 rank via `srun --mpi=pmix`."""
     spec = {
         "name": "realgan",
         "workload": {

@@ -1,5 +1,5 @@
-"""StackGAN (jobs/models/stackgan.py), the cub dataset (jobs/datasets/cub.py) and the GANs'
-sample grids (jobs/samples.py), trained for real at tiny sizes: `mpirun -np 2` (Horovod) and
+"""StackGAN (jobs/tf/models/stackgan.py), the cub dataset (jobs/tf/datasets/cub.py) and the GANs'
+sample grids (jobs/tf/samples.py), trained for real at tiny sizes: `mpirun -np 2` (Horovod) and
 MirroredStrategy over two logical CPU devices (reduce_to_one), on a tiny CUB layout written here.
 """
 
@@ -34,7 +34,7 @@ def png_size(path: Path) -> tuple[int, int]:
 
 
 def grid(px: int) -> tuple[int, int]:
-    from jobs.samples import grid_size
+    from jobs.tf.samples import grid_size
 
     return grid_size(px)
 
@@ -139,7 +139,7 @@ def test_dcgan_writes_sample_grids_from_a_fixed_noise(tmp_path: Path) -> None:
 
 
 def cub_cfg(root: Path, **kw: object) -> object:
-    from jobs.train import config_from_args
+    from jobs.tf.train import config_from_args
 
     args = [*SG, "--run-dir", str(root / "run"), "--dataset", "cub", "--data-dir", str(root)]
     for k, v in kw.items():
@@ -148,7 +148,7 @@ def cub_cfg(root: Path, **kw: object) -> object:
 
 
 def test_cub_pairs_images_with_their_captions_and_subsamples_per_class(tmp_path: Path) -> None:
-    from jobs.datasets.cub import make_cub, read_cub
+    from jobs.tf.datasets.cub import make_cub, read_cub
 
     names = write_cub(tmp_path, per_class=4, captions=3, npy=True)
     emb = np.load(tmp_path / "train" / "char-CNN-RNN-embeddings.npy")
@@ -170,7 +170,7 @@ def test_cub_pairs_images_with_their_captions_and_subsamples_per_class(tmp_path:
 
 
 def test_cub_stage2_reads_images_at_the_stage2_size(tmp_path: Path) -> None:
-    from jobs.datasets.cub import make_cub
+    from jobs.tf.datasets.cub import make_cub
 
     write_cub(tmp_path)
     cfg = cub_cfg(tmp_path, stage=2, stage2_factor=4)
@@ -191,8 +191,8 @@ def test_cub_stage2_reads_images_at_the_stage2_size(tmp_path: Path) -> None:
 def test_cub_errors_name_the_missing_or_wrong_file(
     tmp_path: Path, breakage: str, needle: str
 ) -> None:
-    from jobs.config import JobUsageError
-    from jobs.datasets.cub import read_cub
+    from jobs.tf.config import JobUsageError
+    from jobs.tf.datasets.cub import read_cub
 
     write_cub(tmp_path)
     emb_file = tmp_path / "train" / "char-CNN-RNN-embeddings.pickle"
@@ -214,7 +214,7 @@ def test_cub_errors_name_the_missing_or_wrong_file(
 
 
 def test_grid_tiles_row_major_with_padding() -> None:
-    from jobs.samples import COLS, PAD, ROWS, grid_size, tile
+    from jobs.tf.samples import COLS, PAD, ROWS, grid_size, tile
 
     images = -np.ones((ROWS * COLS, 4, 4, 3), np.float32)
     images[COLS + 2] = 1.0  # row 1, column 2

@@ -1,6 +1,6 @@
 """The streaming timeline parser, the interval maths and the `timeline`/`trace` commands.
 
-Timelines come from real Horovod runs of jobs/train.py (tests/timeline_fixture.py: MPI and Gloo
+Timelines come from real Horovod runs of jobs/tf/train.py (tests/timeline_fixture.py: MPI and Gloo
 controllers, with and without HOROVOD_TIMELINE_MARK_CYCLES, one run killed with SIGTERM). The
 other shapes are made from those files: cut inside a record or at random bytes, rewritten in the
 pre-0.20.1 layout.
@@ -159,7 +159,7 @@ def test_readiness_ticks_give_ranks_and_a_straggler_hint(
 
 
 def allreduced_bytes(metrics: dict[str, Any]) -> int:
-    """What jobs/train.py all-reduces in a Horovod run, from its metrics.json: the fp32
+    """What jobs/tf/train.py all-reduces in a Horovod run, from its metrics.json: the fp32
     gradient of every trainable parameter in every step (burn-in and timed), the batch-norm
     statistics once after training (the non-trainable float32 variables), and the per-epoch
     average of the losses (one float64 each)."""

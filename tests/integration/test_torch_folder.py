@@ -105,8 +105,8 @@ def test_decoding_equals_the_tensorflow_programs(tmp_path: Path) -> None:
     import tensorflow as tf
     from PIL import Image
 
-    from jobs.datasets.pipeline import IMAGE_SUFFIXES
-    from jobs.datasets.pipeline import decode as tf_decode
+    from jobs.tf.datasets.pipeline import IMAGE_SUFFIXES
+    from jobs.tf.datasets.pipeline import decode as tf_decode
     from jobs.torch import data
 
     assert data.IMAGE_SUFFIXES == IMAGE_SUFFIXES
@@ -141,12 +141,12 @@ def test_listing_shard_and_subset_are_the_tensorflow_programs(folder: Path) -> N
         return
     import random
 
-    from jobs.datasets.folder import list_classes, stratified
+    from jobs.tf.datasets.folder import list_classes, stratified
 
     classes, files = list_classes(folder)
     tf_train, _ = stratified(files, 0.0, 3)
     assert (classes, tf_train) == (found.classes, found.train)
-    random.Random(3).shuffle(tf_train)  # jobs/datasets/folder.py make_folder's subset
+    random.Random(3).shuffle(tf_train)  # jobs/tf/datasets/folder.py make_folder's subset
     assert sorted(tf_train[:5]) == sub.train
 
 

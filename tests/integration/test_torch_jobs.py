@@ -50,7 +50,7 @@ LAUNCH_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_A
 
 
 def _keras_counts(model: Any) -> dict[str, int]:
-    """What the TF harness records (jobs/harness.py `_param_counts`), counted by Keras."""
+    """What the TF harness records (jobs/tf/harness.py `_param_counts`), counted by Keras."""
     import numpy as np
 
     def count(vs: list[Any]) -> int:
@@ -60,11 +60,11 @@ def _keras_counts(model: Any) -> dict[str, int]:
 
 
 def _keras_twins(case: str) -> dict[str, Any]:
-    """The Keras networks exactly as jobs/models/ builds them."""
+    """The Keras networks exactly as jobs/tf/models/ builds them."""
     import tensorflow as tf
 
     if case.startswith("dcgan"):
-        from jobs.models.gan_parts import critic, generator
+        from jobs.tf.models.gan_parts import critic, generator
 
         px = int(case.split("_")[1])
         cfg = SimpleNamespace(image_size=px, width=64, latent_dim=100)
@@ -72,13 +72,13 @@ def _keras_twins(case: str) -> dict[str, Any]:
         d = critic(cfg, "discriminator", norm=bn)
         return {"generator": generator(cfg, norm=bn), "discriminator": d}
     if case in ("resnet50", "vgg16"):
-        from jobs.models.cnn import APPLICATIONS
+        from jobs.tf.models.cnn import APPLICATIONS
 
         net = APPLICATIONS[case](
             weights=None, input_shape=(32, 32, 3), classes=3, classifier_activation=None
         )
         return {case: net}
-    from jobs.models.classifier import build_model
+    from jobs.tf.models.classifier import build_model
 
     backbone = case.split("_", 1)[1]
     cfg = SimpleNamespace(image_size=32, weights="none", backbone=backbone, fine_tune=False)

@@ -30,7 +30,7 @@ from hpcscale.model.job_cli import JOB_FLAGS
 from hpcscale.model.run import KNOB_DEFAULTS, Run
 from hpcscale.model.vocab import KNOB_TERMS, TABLE_RUN_FIELDS
 from jobs.steps import StepLog
-from jobs.train import build_parser
+from jobs.tf.train import build_parser
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -248,7 +248,7 @@ def test_a_newer_run_record_is_refused_even_when_its_fields_fit() -> None:
 # ---------------------------------------------------------------- the job's command line
 
 
-# Each run and the words its job gets after `python jobs/train.py`, written out by hand from the
+# Each run and the words its job gets after `python jobs/tf/train.py`, written out by hand from the
 # job's flags (job_cli.job_argv's order: model, run dir, batch, epochs, device, threads,
 # strategy, --seed = the repeat unless `args` has its own, the mirrored pair, the switches, then
 # the workload arguments sorted by name: True a bare switch, False left out). Data, not a copy
@@ -331,13 +331,13 @@ def test_job_argv_and_the_renderer_give_the_pinned_words(case: tuple[Run, str]) 
     run, words = case
     system = SimpleNamespace(python="auto", jobs_dir=None)
     argv = [str(a) for a in program_argv(run, system, "/r/abc")]  # type: ignore[arg-type]
-    assert argv[0] == sys.executable and argv[1] == str(REPO / "jobs" / "train.py")
+    assert argv[0] == sys.executable and argv[1] == str(REPO / "jobs" / "tf" / "train.py")
     assert argv[2:] == words.split()
 
 
 def test_a_rendered_script_runs_the_pinned_command(tmp_path: Path) -> None:
     """campaigns/quickstart.yaml rendered for real: its 2-rank job's launch line, after
-    jobs/train.py, is these words (batch 16, epochs 2, layout 2x1 -> 1 thread, repeat 0 -> seed
+    jobs/tf/train.py, is these words (batch 16, epochs 2, layout 2x1 -> 1 thread, repeat 0 -> seed
     0, timeline on, its two workload arguments sorted), read from the campaign by hand."""
     from hpcscale.api import render_campaign
 
@@ -345,7 +345,7 @@ def test_a_rendered_script_runs_the_pinned_command(tmp_path: Path) -> None:
     [two] = [r for r in rendered if r.run.ranks == 2]
     launch = (two.run_dir / "job.sbatch").read_text().splitlines()[-1]
     words = shlex.split(launch)
-    tail = words[words.index(str(REPO / "jobs" / "train.py")) + 1 :]
+    tail = words[words.index(str(REPO / "jobs" / "tf" / "train.py")) + 1 :]
     pinned = (
         f"--model dcgan --run-dir {two.run_dir} --batch-per-rank 16 --epochs 2 --device cpu "
         "--threads 1 --strategy horovod --seed 0 --timeline --dataset-size 512 --image-size 32"
@@ -360,8 +360,8 @@ def test_formats_and_the_jobs_cli_import_without_heavy_packages() -> None:
         "import sys\n"
         "import hpcscale.formats.atomic, hpcscale.model.job_cli, hpcscale.formats.metrics\n"
         "import hpcscale.formats.run_record, hpcscale.formats.steps\n"
-        "import jobs.steps, jobs.train\n"
-        "jobs.train.build_parser()\n"
+        "import jobs.steps, jobs.tf.train\n"
+        "jobs.tf.train.build_parser()\n"
         "heavy = {'pandas', 'pydantic', 'numpy', 'tensorflow', 'yaml', 'jinja2'}\n"
         "print(sorted(heavy & set(sys.modules)))\n"
     )

@@ -110,7 +110,7 @@ def check_py39(files: list[Path]) -> subprocess.CompletedProcess[str]:
 
 def test_the_closure_is_jobs_and_the_formats_layer() -> None:
     """jobs/ import from hpcscale only the formats layer (and what it needs), as the design
-    says; measured once with `python -X importtime jobs/train.py` on a real DCGAN run, which
+    says; measured once with `python -X importtime jobs/tf/train.py` on a real DCGAN run, which
     loaded hpcscale, .core, .core.vocab, .errors and .formats{,._messages,.atomic,.job_cli,
     .metrics,.steps} (since moved: .model, .model.vocab, .model.errors, .model.job_cli): all
     must be in the closure. A job importing pandas' or pydantic's side of hpcscale would put
@@ -128,7 +128,9 @@ def test_the_closure_is_jobs_and_the_formats_layer() -> None:
         "hpcscale.model.job_cli", "hpcscale.model.registry",  # the strategies' names (stdlib)
     }  # fmt: skip
     assert {n for n in core if not n.startswith("hpcscale.formats")} <= allowed
-    assert {"jobs.train", "jobs.harness", "jobs.distribute", "jobs.config"} <= set(closure)
+    assert {"jobs.tf.train", "jobs.tf.harness", "jobs.tf.distribute", "jobs.tf.config"} <= set(
+        closure
+    )
 
 
 def test_ruff_lints_the_closure_as_python39() -> None:
@@ -254,9 +256,9 @@ def test_job_modules_import_and_run_under_python39(python39: Path, tmp_path: Pat
     needs_tf = set(res.stdout.split("needs-tf:")[1].split())
     imported = set(closure) - needs_tf
     assert {n for n in closure if n.startswith("hpcscale")} <= imported
-    assert {"jobs.train", "jobs.config", "jobs.manifest", "jobs.models"} <= imported
+    assert {"jobs.tf.train", "jobs.tf.config", "jobs.tf.manifest", "jobs.tf.models"} <= imported
     bad = subprocess.run(
-        [str(python39), str(ROOT / "jobs/train.py"), "--model", "dcgan", "--run-dir",
+        [str(python39), str(ROOT / "jobs/tf/train.py"), "--model", "dcgan", "--run-dir",
          str(tmp_path / "run"), "--batch-per-rank", "4", "--epochs", "1",
          "--data-dir", str(tmp_path / "missing")],
         capture_output=True, text=True, timeout=300,

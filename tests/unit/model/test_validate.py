@@ -367,12 +367,13 @@ def test_shipped_campaigns_still_validate(path: Path) -> None:
 
 
 def _own_jobs(tmp_path: Path, manifest: str | None) -> Path:
-    """A system profile whose runs use their own jobs directory (`jobs_dir`)."""
+    """A system profile whose runs use their own jobs directory (`jobs_dir`: a jobs root, the
+    TensorFlow programs and their manifest in its tf/)."""
     jobs = tmp_path / "jobs"
-    jobs.mkdir()
-    (jobs / "train.py").write_text("print('a stand-in')\n")
+    (jobs / "tf").mkdir(parents=True)
+    (jobs / "tf" / "train.py").write_text("print('a stand-in')\n")
     if manifest is not None:
-        (jobs / "manifest.py").write_text(textwrap.dedent(manifest))
+        (jobs / "tf" / "manifest.py").write_text(textwrap.dedent(manifest))
     system = tmp_path / "own.yaml"
     system.write_text(f"name: own\nscheduler: slurm\ncores_per_node: 2\njobs_dir: {jobs}\n")
     return system

@@ -24,7 +24,7 @@ def _diffs(recorded: dict[str, str], now: dict[str, str], keys: list[str]) -> st
 def test_every_shipped_campaign_renders_the_scripts_it_did(tmp_path: Path) -> None:
     recorded = load_record()
     assert len(recorded) > 350  # the record is read: every campaign on four systems
-    now = shipped_scripts(tmp_path, legacy=True)
+    now = shipped_scripts(tmp_path)
     # the same runs (an id is a key), and for each the same script
     assert sorted(set(recorded) - set(now)) == [], "runs no longer rendered (ids changed?)"
     assert sorted(set(now) - set(recorded)) == [], "runs not in the record (ids changed?)"

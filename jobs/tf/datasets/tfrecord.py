@@ -20,9 +20,9 @@ from typing import Any, Optional, Union
 import numpy as np
 import tensorflow as tf
 
-from jobs.config import JobConfig, JobUsageError, steps_per_epoch
-from jobs.datasets.pipeline import check_size, decode, held_out, train_batches, val_batches
-from jobs.datasets.spec import DataSpec
+from jobs.tf.config import JobConfig, JobUsageError, steps_per_epoch
+from jobs.tf.datasets.pipeline import check_size, decode, held_out, train_batches, val_batches
+from jobs.tf.datasets.spec import DataSpec
 
 FEATURES = {
     "image/encoded": tf.io.FixedLenFeature([], tf.string),

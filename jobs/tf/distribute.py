@@ -24,15 +24,15 @@ import numpy as np
 import tensorflow as tf
 
 from hpcscale.model.job_cli import DEFAULT_CROSS_DEVICE_OPS
-from jobs.compat import KERAS3, build_optimizer, optimizer_variables, tf_variables
-from jobs.config import JobConfig, JobUsageError, gpu_only_message, lr_scale, ref_batch_of
-from jobs.gpus import gpu_for_local_rank, gpus_for_replicas
+from jobs.tf.compat import KERAS3, build_optimizer, optimizer_variables, tf_variables
+from jobs.tf.config import JobConfig, JobUsageError, gpu_only_message, lr_scale, ref_batch_of
+from jobs.tf.gpus import gpu_for_local_rank, gpus_for_replicas
 
 EPOCH_METRICS_TENSOR = "hpcscale_epoch_metrics"
 
 
 class ScaledWarmup(tf.keras.optimizers.schedules.LearningRateSchedule):
-    """TensorFlow twin of `jobs.config.scaled_lr` (which is the tested definition)."""
+    """TensorFlow twin of `jobs.tf.config.scaled_lr` (which is the tested definition)."""
 
     def __init__(
         self,

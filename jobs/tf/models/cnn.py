@@ -8,9 +8,9 @@ from typing import Any
 
 import tensorflow as tf
 
-from jobs.config import JobConfig
-from jobs.distribute import DistContext
-from jobs.workload import Workload
+from jobs.tf.config import JobConfig
+from jobs.tf.distribute import DistContext
+from jobs.tf.workload import Workload
 
 DEFAULT_LR = 0.0125
 

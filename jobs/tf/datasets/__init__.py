@@ -15,13 +15,13 @@ from collections.abc import Callable
 
 import tensorflow as tf
 
-from jobs.config import JobConfig, JobUsageError
-from jobs.datasets.flat import make_flat
-from jobs.datasets.folder import make_folder
-from jobs.datasets.pipeline import images_per_s
-from jobs.datasets.spec import DataSpec
-from jobs.datasets.synthetic import make_synthetic
-from jobs.datasets.tfrecord import make_tfrecord
+from jobs.tf.config import JobConfig, JobUsageError
+from jobs.tf.datasets.flat import make_flat
+from jobs.tf.datasets.folder import make_folder
+from jobs.tf.datasets.pipeline import images_per_s
+from jobs.tf.datasets.spec import DataSpec
+from jobs.tf.datasets.synthetic import make_synthetic
+from jobs.tf.datasets.tfrecord import make_tfrecord
 
 __all__ = ["DataSpec", "format_of", "make_data"]
 
@@ -40,11 +40,11 @@ def format_of(cfg: JobConfig) -> str:
 
 
 def _cub() -> Builder:
-    """StackGAN's CUB layout (jobs/datasets/cub.py), imported only when asked for."""
+    """StackGAN's CUB layout (jobs/tf/datasets/cub.py), imported only when asked for."""
     try:
-        module = importlib.import_module("jobs.datasets.cub")
+        module = importlib.import_module("jobs.tf.datasets.cub")
     except ModuleNotFoundError as exc:
-        if exc.name != "jobs.datasets.cub":
+        if exc.name != "jobs.tf.datasets.cub":
             raise
         raise JobUsageError("--dataset cub is not available in this jobs/ directory") from None
     return module.make_cub

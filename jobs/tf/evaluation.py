@@ -4,7 +4,7 @@ Each rank evaluates its whole shard of the split (the data's `val_dataset`: fini
 last partial batch kept); the sums are averaged over ranks and divided, so the result is the mean
 over every held-out image (ranks weighted by their images, not averaged as equals). `val_time_s`
 is rank 0's wall time for it, including the wait for the slowest rank. Shared by the custom loop
-(jobs/harness.py) and the Keras-fit path (jobs/keras_fit.py).
+(jobs/tf/harness.py) and the Keras-fit path (jobs/tf/keras_fit.py).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any, Optional
 
 import tensorflow as tf
 
-from jobs.distribute import DistContext
+from jobs.tf.distribute import DistContext
 
 VAL_KEYS = ("val_loss", "val_accuracy", "val_time_s")
 Sums = tuple[float, float, float]  # (sum of per-image losses, correct predictions, images)
@@ -53,7 +53,7 @@ def held_out_of(data: Any) -> tuple[Optional[tf.data.Dataset], int]:
 
 
 def for_network(ctx: DistContext, data: Any, net: tf.keras.Model) -> Optional[HeldOut]:
-    """Validation of a custom-loop classifier returning logits (jobs/models/cnn.py)."""
+    """Validation of a custom-loop classifier returning logits (jobs/tf/models/cnn.py)."""
     ds, images = held_out_of(data)
     if ds is None:
         return None

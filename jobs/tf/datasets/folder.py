@@ -14,8 +14,8 @@ from typing import Union
 import numpy as np
 import tensorflow as tf
 
-from jobs.config import JobConfig, JobUsageError, steps_per_epoch
-from jobs.datasets.pipeline import (
+from jobs.tf.config import JobConfig, JobUsageError, steps_per_epoch
+from jobs.tf.datasets.pipeline import (
     IMAGE_SUFFIXES,
     check_size,
     decode,
@@ -25,7 +25,7 @@ from jobs.datasets.pipeline import (
     train_batches,
     val_batches,
 )
-from jobs.datasets.spec import DataSpec
+from jobs.tf.datasets.spec import DataSpec
 
 Pairs = list[tuple[str, int]]
 

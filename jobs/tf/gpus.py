@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Optional
 
-from jobs.config import JobUsageError
+from jobs.tf.config import JobUsageError
 
 
 def _seen(visible: Sequence[str], cuda_visible_devices: Optional[str]) -> str:

@@ -30,18 +30,18 @@ import numpy as np
 import tensorflow as tf
 
 from hpcscale.formats.atomic import atomic_write
-from jobs.config import JobConfig, JobUsageError
-from jobs.distribute import DistContext
-from jobs.models.dcgan import bce
-from jobs.models.stackgan_parts import (
+from jobs.tf.config import JobConfig, JobUsageError
+from jobs.tf.distribute import DistContext
+from jobs.tf.models.dcgan import bce
+from jobs.tf.models.stackgan_parts import (
     discriminator,
     kl_per_example,
     stage1_generator,
     stage2_generator,
     synthetic_embeddings,
 )
-from jobs.samples import COLS, ROWS, fixed_noise
-from jobs.workload import Workload
+from jobs.tf.samples import COLS, ROWS, fixed_noise
+from jobs.tf.workload import Workload
 
 DEFAULT_LR = 2e-4
 STAGE1_WEIGHTS = "stage1_generator.weights.h5"
@@ -228,7 +228,7 @@ def _save(g: tf.keras.Model, run_dir: Path) -> None:
 def _fixed_text(cfg: JobConfig) -> np.ndarray:
     """ROWS embeddings, each repeated over a row: the cub data's, else the synthetic pool's."""
     if getattr(cfg, "dataset", None) == "cub":
-        from jobs.datasets.cub import fixed_embeddings
+        from jobs.tf.datasets.cub import fixed_embeddings
 
         rows = fixed_embeddings(cfg, ROWS)
     else:

@@ -12,7 +12,7 @@ from typing import Optional
 
 import tensorflow as tf
 
-from jobs.config import JobConfig, gan_upsamplings
+from jobs.tf.config import JobConfig, gan_upsamplings
 
 layers = tf.keras.layers
 Wrap = Callable[[layers.Layer], layers.Layer]

@@ -2,7 +2,7 @@
 
 Order of events (each rank): arm the Horovod timeline (env, before hvd.init) -> distribution
 context (threads, devices, hvd.init or MirroredStrategy) -> seed (seed + rank) -> input pipeline
-(jobs/datasets; its own throughput measured untimed, on an iterator of its own) -> the model
+(jobs/tf/datasets; its own throughput measured untimed, on an iterator of its own) -> the model
 file builds networks, optimizers and its train step -> rank 0's variables are
 broadcast -> `--burn-in-steps` untimed steps (graph tracing) -> the machine's load (jobs/load.py;
 again after the epochs) -> `--epochs` timed epochs of `steps_per_epoch` steps -> batch-norm
@@ -14,9 +14,9 @@ Measurements follow the seed studies: epoch wall time on rank 0; images/s =
 global_batch * steps_per_epoch / epoch time (all ranks' images); fit time = sum of epoch times;
 epoch CPU time = rank 0's process CPU seconds (all its threads) during the epoch;
 losses (and accuracy) = the mean over the epoch's steps, averaged over ranks, written as
-train_loss/train_accuracy for CNNs; with a held-out split, validation (jobs/evaluation.py) after
+train_loss/train_accuracy for CNNs; with a held-out split, validation (jobs/tf/evaluation.py) after
 each epoch's timed steps. `model: classifier` trains with Keras `fit` instead of the loop
-(jobs/keras_fit.py), between the same set-up and the same outputs (`_finish`).
+(jobs/tf/keras_fit.py), between the same set-up and the same outputs (`_finish`).
 
 Rank 0 prints one line per epoch, stable for progress displays:
     [hpcscale] epoch 2/5 time_s=12.345 images_per_s=678.9 d_loss=0.6931 g_loss=0.7012
@@ -39,20 +39,20 @@ from hpcscale.formats.atomic import atomic_write
 from hpcscale.formats.metrics import SCHEMA_VERSION as METRICS_SCHEMA_VERSION
 from hpcscale.formats.metrics import encode_metrics, metrics_from_dict
 from hpcscale.formats.steps import encode_steps
-from jobs.compat import keras_version, optimizer_variables
-from jobs.config import JobConfig, JobUsageError, lr_scale, ref_batch_of, step_time_summary
-from jobs.datasets import make_data
-from jobs.distribute import DistContext, make_context
-from jobs.evaluation import VAL_KEYS, for_network
-from jobs.keras_fit import Trained
-from jobs.keras_fit import train as keras_fit
 from jobs.load import machine_id
 from jobs.load import sample as load_sample
-from jobs.models import module_of
 from jobs.provenance import provenance
-from jobs.samples import write_grids
-from jobs.steps import StepLog
-from jobs.timeline import TimelineSwitch
+from jobs.steps import StepLog, step_time_summary
+from jobs.tf.compat import keras_version, optimizer_variables
+from jobs.tf.config import JobConfig, JobUsageError, lr_scale, ref_batch_of
+from jobs.tf.datasets import make_data
+from jobs.tf.distribute import DistContext, make_context
+from jobs.tf.evaluation import VAL_KEYS, for_network
+from jobs.tf.keras_fit import Trained
+from jobs.tf.keras_fit import train as keras_fit
+from jobs.tf.models import module_of
+from jobs.tf.samples import write_grids
+from jobs.tf.timeline import TimelineSwitch
 
 EXIT_SYNC_MISMATCH = 3
 
@@ -90,7 +90,7 @@ def _run(cfg: JobConfig, started: float, switch: TimelineSwitch) -> int:
         f"replicas={ctx.replicas} global_batch={ctx.global_batch} "
         f"steps_per_epoch={data.steps_per_epoch} data={data.description}",
     )
-    if cfg.model == "classifier":  # Keras model.fit + Horovod's Keras API (jobs/keras_fit.py)
+    if cfg.model == "classifier":  # Keras model.fit + Horovod's Keras API (jobs/tf/keras_fit.py)
         trained = keras_fit(cfg, ctx, data, lambda: load_sample(ctx.allgather_object, ctx.rank))
         return _finish(cfg, ctx, data, switch, started, trained)
 

@@ -13,7 +13,7 @@ from typing import Optional
 
 import tensorflow as tf
 
-from jobs.config import JobConfig
+from jobs.tf.config import JobConfig
 
 
 @dataclass(frozen=True)

@@ -1,12 +1,12 @@
-"""The workloads' declaration: the models of jobs/train.py and the job's own arguments (name,
+"""The workloads' declaration: the models of jobs/tf/train.py and the job's own arguments (name,
 type, range, default, help) and rules, defined once.
 
-jobs/train.py builds its parser from it; hpcscale loads this file by its path (standard library
+jobs/tf/train.py builds its parser from it; hpcscale loads this file by its path (standard library
 only, no TensorFlow, no other `jobs` module) to check a campaign's `model:` and `args:` before
 anything is queued, and `hpcscale models` lists it. The flags hpcscale itself sets (--model,
 --batch-per-rank, --epochs, --seed, ...) are hpcscale.model.job_cli's, not declared here.
 
-Adding a model: a module in jobs/models/ with `build(cfg, ctx)` and `DEFAULT_LR`, and one
+Adding a model: a module in jobs/tf/models/ with `build(cfg, ctx)` and `DEFAULT_LR`, and one
 `Model(...)` line below. Adding an argument: one `Arg(...)` line below, and its use in the job.
 """
 
@@ -89,7 +89,7 @@ GAN = ("dcgan", "sngan", "wgan_gp", "stackgan")
 STACKGAN = ("stackgan",)
 STAGE2_FACTORS = (2, 4, 8)
 
-# StackGAN's arguments (jobs/models/stackgan.py) and the cub dataset's (jobs/datasets/cub.py).
+# StackGAN's arguments (jobs/tf/models/stackgan.py) and the cub dataset's (jobs/tf/datasets/cub.py).
 # fmt: off
 STACKGAN_ARGS: tuple[Arg, ...] = (
     Arg("stage", "int", "stackgan: 1 trains Stage-I (text -> --image-size px), 2 trains Stage-II "
@@ -117,9 +117,9 @@ STACKGAN_ARGS: tuple[Arg, ...] = (
 DATASETS = ("synthetic", "folder", "flat", "tfrecord", "cub")
 LR_SCALINGS = ("linear", "sqrt", "none")
 CNN = ("resnet50", "inception_v3", "vgg16", "classifier")
-CLASSIFIER = ("classifier",)  # Keras model.fit (jobs/keras_fit.py)
+CLASSIFIER = ("classifier",)  # Keras model.fit (jobs/tf/keras_fit.py)
 BACKBONES = ("resnet50", "inception_v3", "vgg16", "mobilenet_v2", "efficientnet_b0")
-AUGMENTS = ("none", "seed004_fruits", "seed004_caltech")  # jobs/augment.py
+AUGMENTS = ("none", "seed004_fruits", "seed004_caltech")  # jobs/tf/augment.py
 
 # The classifier's arguments, one declaration each (kept compact).
 # fmt: off
@@ -160,14 +160,16 @@ CLASSIFIER_ARGS: tuple[Arg, ...] = (
 MODELS: dict[str, Model] = {
     m.name: m
     for m in (
-        Model("dcgan", "gan", "jobs.models.dcgan", 16, "DCGAN: batch norm, BCE loss"),
-        Model("sngan", "gan", "jobs.models.sngan", 16, "SNGAN: spectral norm, hinge loss"),
-        Model("wgan_gp", "gan", "jobs.models.wgan_gp", 16, "WGAN-GP: layer-norm critic, penalty"),
-        Model("stackgan", "gan", "jobs.models.stackgan", 16, "StackGAN: text -> Stage-I/II"),
-        Model("resnet50", "cnn", "jobs.models.cnn", 32, "ResNet50 (keras.applications)"),
-        Model("inception_v3", "cnn", "jobs.models.cnn", 75, "InceptionV3 (keras.applications)"),
-        Model("vgg16", "cnn", "jobs.models.cnn", 32, "VGG16 (keras.applications)"),
-        Model("classifier", "cnn", "jobs.models.classifier", 32, "Keras fit, Horovod Keras API"),
+        Model("dcgan", "gan", "jobs.tf.models.dcgan", 16, "DCGAN: batch norm, BCE loss"),
+        Model("sngan", "gan", "jobs.tf.models.sngan", 16, "SNGAN: spectral norm, hinge loss"),
+        Model(
+            "wgan_gp", "gan", "jobs.tf.models.wgan_gp", 16, "WGAN-GP: layer-norm critic, penalty"
+        ),
+        Model("stackgan", "gan", "jobs.tf.models.stackgan", 16, "StackGAN: text -> Stage-I/II"),
+        Model("resnet50", "cnn", "jobs.tf.models.cnn", 32, "ResNet50 (keras.applications)"),
+        Model("inception_v3", "cnn", "jobs.tf.models.cnn", 75, "InceptionV3 (keras.applications)"),
+        Model("vgg16", "cnn", "jobs.tf.models.cnn", 32, "VGG16 (keras.applications)"),
+        Model("classifier", "cnn", "jobs.tf.models.classifier", 32, "Keras fit, Horovod Keras API"),
     )
 }
 

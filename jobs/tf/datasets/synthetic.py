@@ -9,9 +9,9 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from jobs.config import JobConfig, steps_per_epoch
-from jobs.datasets.pipeline import options
-from jobs.datasets.spec import DataSpec
+from jobs.tf.config import JobConfig, steps_per_epoch
+from jobs.tf.datasets.pipeline import options
+from jobs.tf.datasets.spec import DataSpec
 
 DEFAULT_SYNTHETIC_SIZE = 8192
 DEFAULT_CLASSES = 10

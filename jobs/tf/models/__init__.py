@@ -1,4 +1,4 @@
-"""Model registry, declared in jobs/manifest.py (name, family, module, smallest image size).
+"""Model registry, declared in jobs/tf/manifest.py (name, family, module, smallest image size).
 Modules are imported lazily because each pulls in TensorFlow."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-from jobs.manifest import MODELS
+from jobs.tf.manifest import MODELS
 
 __all__ = ["MODELS", "min_image_size", "module_of", "workload_of"]
 

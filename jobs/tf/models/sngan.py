@@ -12,12 +12,12 @@ from typing import Any
 
 import tensorflow as tf
 
-from jobs.compat import KERAS3
-from jobs.config import JobConfig
-from jobs.distribute import DistContext
-from jobs.models.gan_parts import critic, generator
-from jobs.samples import noise_samples
-from jobs.workload import Workload
+from jobs.tf.compat import KERAS3
+from jobs.tf.config import JobConfig
+from jobs.tf.distribute import DistContext
+from jobs.tf.models.gan_parts import critic, generator
+from jobs.tf.samples import noise_samples
+from jobs.tf.workload import Workload
 
 DEFAULT_LR = 2e-4
 

@@ -11,8 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-# The GAN geometry rules are declared with the arguments (jobs/manifest.py, read by hpcscale too).
-from jobs.manifest import gan_image_size_problem, gan_upsamplings  # noqa: F401
+# The GAN geometry rules are declared with the arguments (jobs/tf/manifest.py, read by hpcscale
+# too).
+from jobs.tf.manifest import gan_image_size_problem, gan_upsamplings  # noqa: F401
 
 
 class JobUsageError(Exception):
@@ -40,7 +41,7 @@ class JobConfig:
     mark_cycles: bool
     timeline_dir: Optional[Path]
     data_dir: Optional[Path]
-    dataset: Optional[str]  # None: synthetic, or folder with data_dir (jobs/datasets)
+    dataset: Optional[str]  # None: synthetic, or folder with data_dir (jobs/tf/datasets)
     val_split: float
     val_dir: Optional[Path]
     center_crop: Optional[int]
@@ -59,7 +60,7 @@ class JobConfig:
     gp_weight: float
     check_sync: bool
     debug_desync: bool
-    # StackGAN (jobs/models/stackgan.py) and the cub dataset; defaults as in jobs/manifest.py
+    # StackGAN (jobs/tf/models/stackgan.py) and the cub dataset; defaults as in jobs/tf/manifest.py
     stage: int = 1
     stage1_weights: Optional[Path] = None
     stage1_steps: Optional[int] = None
@@ -69,7 +70,7 @@ class JobConfig:
     kl_weight: float = 2.0
     images_per_class: Optional[int] = None
     argv: tuple[str, ...] = ()
-    # model: classifier (jobs/models/classifier.py, jobs/keras_fit.py); see jobs/manifest.py
+    # model: classifier (jobs/tf/models/classifier.py, jobs/tf/keras_fit.py); see manifest.py
     backbone: str = "mobilenet_v2"
     weights: str = "none"  # none | imagenet | a weights file
     optimizer: str = "adam"
@@ -123,28 +124,6 @@ def steps_per_epoch(dataset_size: int, global_batch: int, requested: Optional[in
     if requested is not None:
         return requested
     return max(1, dataset_size // global_batch)
-
-
-def percentile(sorted_values: list[float], q: float) -> float:
-    """Linear-interpolation percentile (numpy's default) of an ascending list; q in [0, 100]."""
-    if not sorted_values:
-        return math.nan
-    pos = (len(sorted_values) - 1) * q / 100.0
-    lo = math.floor(pos)
-    hi = min(lo + 1, len(sorted_values) - 1)
-    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
-
-
-def step_time_summary(durations_ms: list[float]) -> dict[str, float]:
-    """metrics.json's `step_time` of a run's timed steps (any order): count, mean, p50/90/99."""
-    ordered = sorted(durations_ms)
-    return {
-        "count": len(ordered),
-        "mean_ms": sum(ordered) / len(ordered) if ordered else float("nan"),
-        "p50_ms": percentile(ordered, 50),
-        "p90_ms": percentile(ordered, 90),
-        "p99_ms": percentile(ordered, 99),
-    }
 
 
 def gpu_only_message(cross_device_ops: str) -> str:

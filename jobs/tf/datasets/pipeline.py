@@ -2,7 +2,7 @@
 options, the seeded hold-out split, and the pipeline's own throughput.
 
 Every rank lists the same files in the same order and takes a disjoint slice; the training
-stream repeats (every rank runs the same number of steps, jobs.config.steps_per_epoch), the
+stream repeats (every rank runs the same number of steps, jobs.tf.config.steps_per_epoch), the
 validation stream is finite and keeps its last partial batch.
 """
 
@@ -17,7 +17,7 @@ from typing import Any, TypeVar, Union
 
 import tensorflow as tf
 
-from jobs.config import JobConfig, JobUsageError
+from jobs.tf.config import JobConfig, JobUsageError
 
 IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".bmp", ".gif"}
 T = TypeVar("T")

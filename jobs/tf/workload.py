@@ -15,7 +15,7 @@ class Workload:
     report (replica-local means: losses, and `accuracy` for classifiers).
 
     Optional hooks, all run outside the timed steps: `samples()` (rank 0, end of each epoch)
-    returns named batches of images in [-1, 1] for jobs/samples.py's grids ("" is the main grid);
+    returns named batches of images in [-1, 1] for jobs/tf/samples.py's grids ("" is the main grid);
     `pretrain(batches)` (every rank, before burn-in) trains what the timed run starts from;
     `save(run_dir)` (rank 0, after training) writes weights other runs start from."""
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import tensorflow as tf
 
-from jobs.config import JobConfig, JobUsageError, steps_per_epoch
-from jobs.datasets.pipeline import (
+from jobs.tf.config import JobConfig, JobUsageError, steps_per_epoch
+from jobs.tf.datasets.pipeline import (
     IMAGE_SUFFIXES,
     check_size,
     decode,
@@ -23,7 +23,7 @@ from jobs.datasets.pipeline import (
     train_batches,
     val_batches,
 )
-from jobs.datasets.spec import DataSpec
+from jobs.tf.datasets.spec import DataSpec
 
 
 def list_flat(root: Path, flag: str = "--data-dir") -> list[str]:

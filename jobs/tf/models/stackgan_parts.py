@@ -18,7 +18,7 @@ import math
 import numpy as np
 import tensorflow as tf
 
-from jobs.config import JobConfig, gan_upsamplings
+from jobs.tf.config import JobConfig, gan_upsamplings
 
 layers = tf.keras.layers
 RESIDUAL_BLOCKS = 2

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Entry point of every hpcscale workload: `python jobs/train.py --model M --run-dir DIR ...`,
+"""Entry point of every hpcscale workload: `python jobs/tf/train.py --model M --run-dir DIR ...`,
 one process per rank under mpirun/srun (horovod) or one process (mirrored). See --help."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ import sys
 from pathlib import Path
 from typing import NoReturn, Optional
 
-REPO = Path(__file__).resolve().parents[1]  # a checkout, or hpcscale/_data/ when installed
+REPO = Path(__file__).resolve().parents[2]  # a checkout, or hpcscale/_data/ when installed
 if sys.path and Path(sys.path[0] or ".").resolve() == Path(__file__).resolve().parent:
-    sys.path.pop(0)  # run as a script: jobs/torch/ (the DDP programs) must not shadow torch
+    sys.path.pop(0)  # run as a script: jobs/tf/'s models/ and datasets/ must not shadow packages
 if str(REPO) not in sys.path:  # run as a script: make `jobs` (and `hpcscale`) importable
     sys.path.insert(0, str(REPO))
 if REPO.name == "_data" and importlib.util.find_spec("hpcscale") is None:
@@ -20,13 +20,13 @@ if REPO.name == "_data" and importlib.util.find_spec("hpcscale") is None:
     sys.path.append(str(REPO.parents[1]))
 
 from hpcscale.model.job_cli import JOB_FLAGS  # noqa: E402
-from jobs.config import (  # noqa: E402
+from jobs.tf.config import (  # noqa: E402
     JobConfig,
     JobUsageError,
     gpu_only_message,
     process_world_size,
 )
-from jobs.manifest import (  # noqa: E402
+from jobs.tf.manifest import (  # noqa: E402
     ARGS,
     CLASSIFIER_ARGS,
     MODELS,
@@ -34,7 +34,7 @@ from jobs.manifest import (  # noqa: E402
     Arg,
     rule_problem,
 )
-from jobs.models import workload_of  # noqa: E402
+from jobs.tf.models import workload_of  # noqa: E402
 
 DESCRIPTION = """\
 Train one model data-parallel and measure it: epoch wall time, global images/s, losses
@@ -77,9 +77,9 @@ exit codes: 0 ok; 1 runtime failure; 2 bad arguments or inputs (one-line message
             3 --check-sync found different weights on different ranks.
 
 examples:
-  mpirun -np 2 python jobs/train.py --model dcgan --run-dir runs/a --batch-per-rank 64 \\
+  mpirun -np 2 python jobs/tf/train.py --model dcgan --run-dir runs/a --batch-per-rank 64 \\
       --epochs 2 --steps-per-epoch 50 --image-size 64 --threads 1 --timeline --check-sync
-  python jobs/train.py --model resnet50 --strategy mirrored --cross-device-ops reduce_to_one \\
+  python jobs/tf/train.py --model resnet50 --strategy mirrored --cross-device-ops reduce_to_one \\
       --devices 2 --run-dir runs/b --batch-per-rank 8 --image-size 32 --epochs 1
 """
 
@@ -92,7 +92,7 @@ class OneLineParser(argparse.ArgumentParser):
 
 
 # Parser groups in --help order: the flags hpcscale sets (hpcscale.model.job_cli, shared with
-# the renderer) by name; the job's own arguments (jobs/manifest.py, shared with `hpcscale
+# the renderer) by name; the job's own arguments (jobs/tf/manifest.py, shared with `hpcscale
 # validate` and `hpcscale models`) join the group they declare.
 GROUPS: dict[str, tuple[str, ...]] = {
     "run": ("model", "run_dir", "batch_per_rank", "epochs", "seed"),
@@ -238,7 +238,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     cfg = config_from_args(args)
     try:
-        from jobs.harness import run
+        from jobs.tf.harness import run
 
         return run(cfg)
     except JobUsageError as exc:

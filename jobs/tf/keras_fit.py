@@ -7,10 +7,10 @@ measured exactly like the harness' custom loop through two more callbacks:
   each epoch from its start to its last batch's end (rank 0's wall and CPU time);
 - `EpochReport` takes the epoch's training loss and accuracy (Keras' means over the epoch's
   steps, averaged over ranks by MetricAverageCallback, which runs before it), validates over the
-  held-out split (jobs/evaluation.py: after the timed steps, its own `val_time_s`) and prints
+  held-out split (jobs/tf/evaluation.py: after the timed steps, its own `val_time_s`) and prints
   the harness' "[hpcscale] epoch ..." line.
 
-The harness (jobs/harness.py) sets up the context, data, timeline and writes the outputs; this
+The harness (jobs/tf/harness.py) sets up the context, data, timeline and writes the outputs; this
 module only trains. Burn-in steps are a separate one-epoch `fit` before the timed ones. With
 --fine-tune, the head trains on a frozen backbone for --head-epochs, then the model is compiled
 again (a fresh optimizer at the rate x --fine-tune-lr-factor) with the top --unfreeze-layers
@@ -26,13 +26,13 @@ from typing import Any, Optional
 
 import tensorflow as tf
 
-from jobs.augment import augmentation_of, augmented
-from jobs.config import JobConfig, JobUsageError, lr_scale, ref_batch_of
-from jobs.distribute import DistContext
-from jobs.evaluation import HeldOut, epoch_line, for_keras
-from jobs.models.classifier import DEFAULT_LR, build_model, optimizer, set_trainable
 from jobs.steps import StepLog
-from jobs.workload import Workload
+from jobs.tf.augment import augmentation_of, augmented
+from jobs.tf.config import JobConfig, JobUsageError, lr_scale, ref_batch_of
+from jobs.tf.distribute import DistContext
+from jobs.tf.evaluation import HeldOut, epoch_line, for_keras
+from jobs.tf.models.classifier import DEFAULT_LR, build_model, optimizer, set_trainable
+from jobs.tf.workload import Workload
 
 # (workload, step log, burn-in seconds, (epoch wall s, epoch CPU s), history, before_timed())
 Trained = tuple[

@@ -10,7 +10,7 @@ Expected under --data-dir (the layout of StackGAN's own data preparation):
 Each step pairs an image with one of its captions' embeddings, drawn at random (seeded by
 --seed + rank). --images-per-class keeps a seeded choice of that many images per species (seed 000
 kept 20 of ~60), --dataset-size then a seeded subset; the list is sharded by rank, decoded in
-parallel and prefetched (jobs/datasets/pipeline.py). Images are resized to --image-size, or to
+parallel and prefetched (jobs/tf/datasets/pipeline.py). Images are resized to --image-size, or to
 --image-size x --stage2-factor for --stage 2. The pickles are trusted input (pickle runs code):
 only point --data-dir at a copy you made. Python 2 pickles (StackGAN's) load as latin-1.
 """
@@ -26,9 +26,9 @@ from typing import Optional
 import numpy as np
 import tensorflow as tf
 
-from jobs.config import JobConfig, JobUsageError, steps_per_epoch
-from jobs.datasets.pipeline import check_size, decode, shard, train_batches
-from jobs.datasets.spec import DataSpec
+from jobs.tf.config import JobConfig, JobUsageError, steps_per_epoch
+from jobs.tf.datasets.pipeline import check_size, decode, shard, train_batches
+from jobs.tf.datasets.spec import DataSpec
 
 IMAGES = Path("CUB_200_2011") / "images"
 FILENAMES = Path("train") / "filenames.pickle"

@@ -1,6 +1,6 @@
 """`model: classifier`, seed 004's transfer-learning classifier: a keras.applications backbone
 (include_top=False, average pooling) and a Dense head of num_classes logits, trained with Keras
-`model.fit` (jobs/keras_fit.py), not the harness' custom loop.
+`model.fit` (jobs/tf/keras_fit.py), not the harness' custom loop.
 
 Inputs arrive in [-1, 1] (the input pipeline's range); a preprocessing layer maps them to what
 the backbone's ImageNet weights expect. Backbone weights: `none` (random), `imagenet` from the
@@ -16,7 +16,7 @@ from typing import Any, Optional
 
 import tensorflow as tf
 
-from jobs.config import JobConfig, JobUsageError
+from jobs.tf.config import JobConfig, JobUsageError
 
 DEFAULT_LR = 0.001  # Adam's usual rate at one replica's batch
 
