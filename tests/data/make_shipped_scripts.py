@@ -1,7 +1,7 @@
 """Writes tests/data/shipped_scripts.json.gz: the job script every run of every shipped campaign
 renders to, on its own system, on local and slurm-local, and on a site profile with its own
 `jobs_dir`. Made once from the code before issue #30 moved the TensorFlow programs into jobs/tf/
-(main 9197c10 + this file): tests/unit/render/test_shipped_scripts.py holds every later layout
+(main d2897ff + this file): tests/unit/render/test_shipped_scripts.py holds every later layout
 to the same scripts, so a move of the programs changes their paths and nothing else.
 
 Normalised so that the record holds across machines: the workdir, the checkout and the
@@ -33,8 +33,9 @@ SITE_PROFILE = (
     "name: site-jobs-dir\nscheduler: slurm\npartition: batch\ncores_per_node: 28\n"
     f"python: python3\njobs_dir: {SITE_JOBS_DIR}\n"
 )
-# the record's form of a TensorFlow program's path rendered before #30 (kept for the record's
-# provenance; the test applies it with legacy=True only to show today's scripts match it)
+# a TensorFlow program's path as rendered before #30 (jobs/train.py), in the record's form: used
+# only to write the record from the code before the move (`--legacy`, at d2897ff + this file);
+# today's code renders jobs/tf/ itself and writes the same record without it
 LEGACY_TF_PATHS = re.compile(r"/jobs/(\w+\.py)\b")
 
 
