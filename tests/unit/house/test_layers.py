@@ -346,7 +346,6 @@ HOROVOD_SEAMS = (
     "hpcscale/model/registry.py",  # the registry lines: the framework, reader and launcher
 )
 STILL_NAMING: dict[str, str] = {
-    "hpcscale/__init__.py": "G1 docstring",
     "hpcscale/analysis/__init__.py": "G1 docstring",
     "hpcscale/analysis/extrapolate.py": "G1 docstring",
     "hpcscale/analysis/models.py": "G1 docstring",
@@ -357,17 +356,12 @@ STILL_NAMING: dict[str, str] = {
     "hpcscale/api.py": "G6 trace plumbing",
     "hpcscale/cli/collect.py": "G6 trace plumbing",
     "hpcscale/cli/main.py": "G8 help",
-    "hpcscale/collect/__init__.py": "G1 docstring",
-    "hpcscale/collect/collector.py": "G1 comment",
-    "hpcscale/collect/intervals.py": "G1 docstring",
-    "hpcscale/collect/split.py": "G1 docstring",
     "hpcscale/collect/traces/__init__.py": "G1 docstring",
     "hpcscale/collect/traces/base.py": "G2 trace columns",
     "hpcscale/collect/traces/torch/__init__.py": "G1 docstring",
     "hpcscale/collect/traces/torch/perfetto.py": "G2 trace columns",
     "hpcscale/collect/traces/torch/reader.py": "G2 trace columns",
     "hpcscale/formats/metrics.py": "G8 file-format field",
-    "hpcscale/formats/steps.py": "G1 docstring",
     "hpcscale/model/campaign.py": "G8 timeline help",
     "hpcscale/model/job_cli.py": "G3 TF program flags",
     "hpcscale/model/presets.py": "G8 preset",
@@ -379,7 +373,6 @@ STILL_NAMING: dict[str, str] = {
     "hpcscale/report/provenance.py": "G7 provenance",
     "hpcscale/report/sections/knobs.py": "G4 knobs",
     "hpcscale/report/sections/scaling.py": "G2 trace columns",
-    "hpcscale/report/sections/sources.py": "G1 docstring",
 }
 
 
