@@ -56,12 +56,14 @@ class TraceLine:
     column's value, the "From" columns: the reader's `label`), and the same in a sentence.
     Here, not in the reader, so that analysis and report word a source without importing
     collect. `compiled`: the module of its compiled engine, if it has one (the doctor checks
-    that it was built)."""
+    that it was built). `made_by`: what writes it, as help says it ("" where the label says
+    enough)."""
 
     where: str
     label: str
     phrase: str
     compiled: str = ""
+    made_by: str = ""
 
 
 TRACE_READERS: dict[str, TraceLine] = {
@@ -70,6 +72,7 @@ TRACE_READERS: dict[str, TraceLine] = {
         "Horovod timeline",
         "the Horovod timeline",
         compiled="hpcscale.collect.traces.horovod._scan",
+        made_by="HOROVOD_TIMELINE output",
     ),
     "torch": TraceLine(
         "hpcscale.collect.traces.torch.reader:TorchProfilerTrace",

@@ -194,8 +194,8 @@ DEFERRED_ALLOWED: dict[tuple[str, str], str] = {
         "imports the optional compiled extension at its top"
     ),
 }
-# The API loads what needs pandas, NumPy and matplotlib (collect, report, compare, the Horovod
-# timeline readers) when first called, so that every CLI command, `hpcscale --version` and
+# The API loads what needs pandas, NumPy and matplotlib (collect, report, compare, the trace
+# readers' shapes) when first called, so that every CLI command, `hpcscale --version` and
 # `--help` start without them: these modules (or what they import) import those libraries at
 # their top. Each goes when the libraries are imported late inside it instead.
 DEFERRED_FOR_STARTUP = {
@@ -205,9 +205,8 @@ DEFERRED_FOR_STARTUP = {
         "hpcscale.collect.collector",
         "hpcscale.collect.readers.command_row",
         "hpcscale.collect.split",
-        "hpcscale.collect.traces.horovod",
-        "hpcscale.collect.traces.horovod.perfetto",
-        "hpcscale.collect.traces.torch.perfetto",
+        "hpcscale.collect.traces.base",
+        "hpcscale.collect.traces.summary",
         "hpcscale.report.build",
         "hpcscale.report.compare",
         "hpcscale.report.data",
@@ -353,14 +352,6 @@ STILL_NAMING: dict[str, str] = {
     "hpcscale/analysis/studies.py": "kept: literature citations, named as each study was run",
     "hpcscale/analysis/sweeps.py": "G1 docstring",
     "hpcscale/analysis/tables.py": "G1 docstring",
-    "hpcscale/api.py": "G6 trace plumbing",
-    "hpcscale/cli/collect.py": "G6 trace plumbing",
-    "hpcscale/cli/main.py": "G8 help",
-    "hpcscale/collect/traces/__init__.py": "G1 docstring",
-    "hpcscale/collect/traces/base.py": "G2 trace columns",
-    "hpcscale/collect/traces/torch/__init__.py": "G1 docstring",
-    "hpcscale/collect/traces/torch/perfetto.py": "G2 trace columns",
-    "hpcscale/collect/traces/torch/reader.py": "G2 trace columns",
     "hpcscale/formats/metrics.py": "G8 file-format field",
     "hpcscale/model/campaign.py": "G8 timeline help",
     "hpcscale/model/job_cli.py": "G3 TF program flags",
