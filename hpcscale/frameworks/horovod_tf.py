@@ -66,6 +66,12 @@ class HorovodTF(Framework):
     knobs: ClassVar[tuple[str, ...]] = KNOBS
     trace: ClassVar[str | None] = "horovod"
     python_modules: ClassVar[tuple[str, ...]] = ("tensorflow", "horovod.tensorflow")
+    env_prefixes: ClassVar[tuple[str, ...]] = ("HOROVOD_", "TF_")
+    software: ClassVar[tuple[tuple[str, str], ...]] = (
+        ("tensorflow", "TensorFlow"),
+        ("keras", "Keras"),
+        ("horovod", "Horovod"),
+    )
     doctor_probes: ClassVar[Mapping[str, str]] = PROBES
     doctor_words: ClassVar[str | None] = "Horovod (built with MPI, Gloo, NCCL)"
     starter: ClassVar[Starter | None] = Starter(

@@ -357,11 +357,8 @@ STILL_NAMING: dict[str, str] = {
     "hpcscale/model/job_cli.py": "G3 TF program flags",
     "hpcscale/model/presets.py": "G8 preset",
     "hpcscale/model/vocab.py": "G4 knob terms",
-    "hpcscale/probe.py": "G7 rank variables",
-    "hpcscale/rankwrap.py": "G7 rank variables",
     "hpcscale/reference.py": "G4 knobs",
     "hpcscale/report/compare.py": "G2 trace columns",
-    "hpcscale/report/provenance.py": "G7 provenance",
     "hpcscale/report/sections/knobs.py": "G4 knobs",
     "hpcscale/report/sections/scaling.py": "G2 trace columns",
 }

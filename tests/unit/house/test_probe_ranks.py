@@ -55,6 +55,10 @@ def _probe(tmp_path: Path, env: dict[str, str]) -> tuple[str, bool]:
         ({"MV2_COMM_WORLD_RANK": "0", "MV2_COMM_WORLD_SIZE": "4"}, "RANK 0 SIZE 4", True),
         # a plain MPI launch still reads Open MPI's variables
         ({"OMPI_COMM_WORLD_RANK": "1", "OMPI_COMM_WORLD_SIZE": "2"}, "RANK 1 SIZE 2", False),
+        # a launcher inside a batch job: the batch step's SLURM_PROCID 0 is every rank's, the
+        # launcher's own variables tell them apart (horovodrun --gloo sets only its own)
+        ({"SLURM_PROCID": "0", "SLURM_NTASKS": "1", "HOROVOD_RANK": "1", "HOROVOD_SIZE": "2"},
+         "RANK 1 SIZE 2", False),
     ],
 )  # fmt: skip
 def test_probe_reads_the_innermost_launchers_rank(
