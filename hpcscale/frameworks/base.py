@@ -66,6 +66,9 @@ class Framework:
     # its ranks meet at MASTER_ADDR:MASTER_PORT, which the job script sets (the scheduler's
     # `rendezvous` lines) and every launcher passes on
     rendezvous: ClassVar[bool] = False
+    # what each of its knobs does, in a phrase (docs/reference.md's tables: the first framework
+    # in the registry's order that says it)
+    knob_help: ClassVar[Mapping[str, str]] = {}
     # the environment variables that tune it, by prefix: the report's provenance lists those
     # a run recorded (beside the communication and threading libraries')
     env_prefixes: ClassVar[tuple[str, ...]] = ()
