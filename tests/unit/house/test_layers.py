@@ -363,7 +363,6 @@ STILL_NAMING: dict[str, str] = {
     # docs/reference.md's headings ("Horovod and distribution knobs", "Horovod timeline"):
     # the generated file stays as it is; its knob texts come from Framework.knob_help
     "hpcscale/reference.py": "G4 reference headings",
-    "hpcscale/report/compare.py": "G2 trace columns",
     # the Horovod knob studies' texts (fusion, fp16, hierarchical) and the waits' meaning in
     # a timeline: shared with the metric rename (#30 images_per_s), left for after it
     "hpcscale/report/sections/knobs.py": "G4 knobs",
