@@ -1,7 +1,7 @@
 """hpcscale: distributed deep-learning scaling studies, from a campaign YAML to a report.
 
-The core imports neither TensorFlow nor Horovod; only `jobs/` needs them. The Python API is
-`hpcscale.api` (plan, render, submit, status, cancel, resubmit, collect, report,
+The core imports no training framework; only the bundled programs (`jobs/`) need one. The
+Python API is `hpcscale.api` (plan, render, submit, status, cancel, resubmit, collect, report,
 compare, load_results); its functions are also reachable here, imported on first use.
 """
 

@@ -33,12 +33,12 @@ from hpcscale.backends.base import (
     raise_for,
 )
 from hpcscale.backends.outputs import RunLog, run_log, run_outputs
-from hpcscale.collect.traces import reader_for, reader_in
+from hpcscale.collect.traces import file_format, file_reader, reader, reader_for, reader_in
 from hpcscale.formats.run_record import load_run_record
 from hpcscale.frameworks import for_strategy
 from hpcscale.model.campaign import LoadedCampaign, load_campaign
 from hpcscale.model.errors import HpcscaleError, UsageError
-from hpcscale.model.registry import DEFAULT_STRATEGY, STRATEGIES
+from hpcscale.model.registry import DEFAULT_STRATEGY, STRATEGIES, TRACE_READERS
 from hpcscale.state.ledger import Ledger
 from hpcscale.state.paths import find_campaigns, select_campaigns, submitted_campaigns
 from hpcscale.state.paths import workdir as resolve_workdir
@@ -52,9 +52,8 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from hpcscale.collect.collector import Collected
-    from hpcscale.collect.traces.horovod import TimelineSummary
-    from hpcscale.collect.traces.horovod.perfetto import TraceInfo
-    from hpcscale.collect.traces.torch.perfetto import TorchTraceInfo
+    from hpcscale.collect.traces.base import MergeInfo
+    from hpcscale.collect.traces.summary import Summary
     from hpcscale.doctor import Check, Diagnosis
     from hpcscale.doctor_campaign import doctor
     from hpcscale.plan.expand import Plan
@@ -148,6 +147,13 @@ def starter_knob_words() -> str:
     starter sweeps none): `init`'s help names it."""
     starter = for_strategy(DEFAULT_STRATEGY).starter
     return starter.knob_words if starter else ""
+
+
+def trace_file_words() -> str:
+    """What `timeline FILE` reads, as its help names it: a trace of the default framework's
+    format (its TRACE_READERS line's label, and what writes it)."""
+    line = TRACE_READERS[file_format()]
+    return f"a {line.label}" + (f" ({line.made_by})" if line.made_by else "")
 
 
 def plan(campaign: PathLike, *, system: PathLike | None = None) -> Planned:
@@ -512,30 +518,28 @@ class Timeline:
     the order to show them), and what an empty one says."""
 
     file: Path
-    summary: TimelineSummary
+    summary: Summary
     categories: tuple[str, ...]
     empty_note: str
 
 
 def timeline(file: PathLike, *, ranks: int | None = None) -> Timeline:
-    """Analyse one Horovod timeline file (time per category, tensors, straggler hint; `ranks`:
-    ranks in the job, default from its readiness ticks). A path that is no readable regular
-    file, or a file that is no timeline, is a UsageError saying which."""
-    from hpcscale.collect.traces.horovod import (
-        CATEGORIES,
-        NO_COLLECTIVES,
-        TimelineError,
-        parse_timeline,
-    )
+    """Analyse one trace file of the default framework's format (its timeline: time per
+    category, tensors, straggler hint; `ranks`: ranks in the job, default from its readiness
+    ticks; hpcscale.collect.traces.file_reader). A path that is no readable regular file, or a
+    file that is no such trace, is a UsageError saying which."""
+    from hpcscale.collect.traces.base import NO_COLLECTIVES
+    from hpcscale.collect.traces.summary import CATEGORIES
 
+    rd = file_reader()
     path = Path(file)
-    _check_regular(path, "timeline.json")
+    _check_regular(path, rd.file_name)
     try:
-        summary = parse_timeline(path, ranks=ranks, keep_comm=False)
-    except TimelineError as exc:
-        raise UsageError(f"{path}: not a Horovod timeline: {exc}") from exc
+        summary = rd.summarise_file(path, ranks=ranks)
     except OSError as exc:
         raise UsageError(f"{path}: cannot read ({exc.strerror})") from exc
+    except rd.errors as exc:
+        raise UsageError(f"{path}: not a {rd.label}: {exc}") from exc
     return Timeline(path, summary, CATEGORIES, NO_COLLECTIVES)
 
 
@@ -585,7 +589,7 @@ class Traced:
     """A merged trace written: the run it is of, what went in, and what was missing."""
 
     run_dir: Path
-    info: TraceInfo | TorchTraceInfo
+    info: MergeInfo
     warnings: list[str]
 
 
@@ -603,12 +607,11 @@ def _trace_format(run_dir: Path) -> str | None:
 
 def trace(run: PathLike, out: PathLike, workdir: PathLike | None = None) -> Traced:
     """Merge a run's trace into one Chrome-trace JSON file (`out`, or `out`/<run>.trace.json
-    when `out` is a directory) to open in Perfetto: a Horovod run's timeline with its step spans
-    (steps.json), a PyTorch run's per-rank profiler traces (traces/rank<r>.json[.gz]), one
+    when `out` is a directory) to open in Perfetto, by the reader of the format its framework
+    writes (hpcscale.collect.traces.base.TraceReader.merge): a single-file timeline with its
+    step spans (steps.json), or per-rank profiler traces (traces/rank<r>.json[.gz]), one
     process per rank on one clock, with the step spans where it wrote steps.json. The run: a
     run directory, or a run id (or its prefix) in the workdir."""
-    from hpcscale.collect.split import load_steps
-
     run_dir = find_run_dir(run, workdir)
     dest = Path(out)
     if dest.is_dir():
@@ -618,49 +621,15 @@ def trace(run: PathLike, out: PathLike, workdir: PathLike | None = None) -> Trac
     kind = _trace_format(run_dir)
     if kind is None:
         raise UsageError(f"{run_dir}: its framework writes no trace to merge")
-    if kind == "torch":
-        steps = load_steps(run_dir / "steps.json") if (run_dir / "steps.json").is_file() else None
-        return _torch_trace(run_dir, steps, dest)  # a user's program writes no steps.json
-    from hpcscale.collect.traces.horovod import TimelineError
-    from hpcscale.collect.traces.horovod.perfetto import write_trace
+    from hpcscale.collect.traces.base import MergeError
 
-    tl = run_dir / "timeline.json"
-    if not tl.is_file():
-        raise UsageError(f"{run_dir}: no timeline.json (was the run made with timeline: true?)")
-    warnings = []
-    steps = None
-    if (run_dir / "steps.json").is_file():
-        steps = load_steps(run_dir / "steps.json")
-    else:
-        warnings.append(f"{run_dir}: no steps.json, writing the timeline only")
     try:
-        info = write_trace(tl, steps, dest)
-    except (TimelineError, ValueError) as exc:
+        merged = reader(kind).merge(run_dir, dest)
+    except MergeError as exc:
         raise UsageError(str(exc)) from exc
     except OSError as exc:
         raise UsageError(f"{exc.filename or dest}: {exc.strerror or exc}") from exc
-    return Traced(run_dir, info, warnings)
-
-
-def _torch_trace(run_dir: Path, steps: Any, dest: Path) -> Traced:
-    """Every rank's profiler trace merged (hpcscale.collect.traces.torch.perfetto)."""
-    from hpcscale.collect.traces.torch.perfetto import TRACE_DIR, TraceError, write_trace
-
-    traces = run_dir / TRACE_DIR
-    if not traces.is_dir():
-        raise UsageError(
-            f"{run_dir}: no {TRACE_DIR}/ (was the run made with collect: {{timeline: true}}?)"
-        )
-    try:
-        info = write_trace(traces, steps, dest)
-    except TraceError as exc:
-        raise UsageError(f"{traces}: {exc}") from exc
-    except OSError as exc:
-        raise UsageError(f"{exc.filename or dest}: {exc.strerror or exc}") from exc
-    warnings = info.notes()
-    if steps is not None and info.base_time_ns is None:
-        warnings.append("the traces have no base time: steps.json's steps left out")
-    return Traced(run_dir, info, warnings)
+    return Traced(run_dir, merged.info, merged.warnings)
 
 
 # ---------------------------------------------------------------- names, for shell completion

@@ -9,10 +9,11 @@
         probe.log(epoch, loss=float(loss), val_accuracy=acc)
 
 Each call writes `:::MLLOG {json}` lines (the mlperf-logging format, read by `metrics: mllog`) on
-rank 0 only. The rank comes from the launcher's environment, so nothing here imports Horovod,
-MPI or anything beyond the standard library: the probe must cost the program it observes
-nothing but a clock read per step. `probe.step()` keeps step times in memory and writes one
-summary per epoch, never a line per step.
+rank 0 only. The rank comes from the launcher's environment (the variables
+hpcscale.model.registry.RANK_ENV names), so nothing here imports a framework, MPI or anything
+beyond the standard library: the probe must cost the program it observes nothing but a clock
+read per step. `probe.step()` keeps step times in memory and writes one summary per epoch, never
+a line per step.
 
 Under a traced run (`collect: {timeline: true}` on a `framework: torch` command: the per-rank
 wrapper's bootstrap, hpcscale/rankwrap_boot/sitecustomize.py, starts torch.profiler in the
@@ -33,27 +34,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, TextIO
 
-# Launchers' rank variables, the innermost launcher's first: torchrun's RANK (under `srun` or
-# `mpirun` -> torchrun every worker of a node shares the node's OMPI_*/PMI_*/SLURM_* rank), then
-# Open MPI, MVAPICH2 (as jobs/config.py reads its size), MPICH/Intel (PMI), SLURM's task, and
-# Horovod's own launcher.
-RANK_VARIABLES = (
-    "RANK",
-    "OMPI_COMM_WORLD_RANK",
-    "MV2_COMM_WORLD_RANK",
-    "PMI_RANK",
-    "SLURM_PROCID",
-    "HOROVOD_RANK",
-)
-SIZE_VARIABLES = (
-    "WORLD_SIZE",
-    "OMPI_COMM_WORLD_SIZE",
-    "MV2_COMM_WORLD_SIZE",
-    "PMI_SIZE",
-    "SLURM_STEP_NUM_TASKS",
-    "SLURM_NTASKS",
-    "HOROVOD_SIZE",
-)
+from hpcscale.model.registry import RANK_ENV
+
+# Launchers' rank and size variables, the innermost launcher first (the registry's order; see
+# there why)
+RANK_VARIABLES = tuple(env.rank for env in RANK_ENV.values())
+SIZE_VARIABLES = tuple(name for env in RANK_ENV.values() for name in env.size)
 # The trace bootstrap's module name (hpcscale/rankwrap_boot/sitecustomize.py, NAME there)
 TRACE_BOOT = "_hpcscale_trace_boot"
 # The key of the per-epoch step-time summary (value: count, p50_ms, p90_ms, p99_ms).

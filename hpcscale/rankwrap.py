@@ -13,31 +13,48 @@ sitecustomize.py writes one trace per rank, DIR/rank<r>.json, once torch is impo
 docstring says how steps are counted). Pythons run with -I or -E ignore PYTHONPATH: no trace.
 
 Standalone and stdlib only: the job's Python (a site's 3.9, a conda env) need not have hpcscale
-installed, so it is run by its file path, never imported there.
+installed, so it is run by its file path, never imported there; the launchers' rank variables
+it reads from hpcscale/model/registry.py (stdlib only too) by that file's path beside it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import os
 import signal
 import subprocess
 import sys
 import threading
 from collections.abc import Mapping
-from typing import IO
+from typing import IO, Any
+
+
+def _registry_by_path() -> Any:
+    """hpcscale/model/registry.py read by its path beside this file: this file is run by the
+    job's Python, which need not have hpcscale installed (the registry is stdlib only, 3.9)."""
+    name = "_hpcscale_registry"
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "model", "registry.py")
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None, path
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # a dataclass reads its module's namespace
+    spec.loader.exec_module(module)
+    return module
+
+
+# the launchers' rank variables (hpcscale.model.registry.RANK_ENV): imported where this module
+# is imported, read by path where it is run
+if __package__:
+    from hpcscale.model import registry as _registry
+else:
+    _registry = _registry_by_path()
+RANK_ENV = _registry.RANK_ENV
 
 RANKS_DIR = "ranks"  # per-rank output files: ranks/<rank>.out in the run directory
-# Launcher variables naming this process's rank, most specific first. SLURM_PROCID comes last:
-# a batch script's own step sets it to 0, and mpirun's ranks inside the job inherit that.
-RANK_VARS = (
-    "OMPI_COMM_WORLD_RANK",  # Open MPI's mpirun (and horovodrun over it)
-    "PMIX_RANK",  # srun --mpi=pmix, Open MPI 4+
-    "PMI_RANK",  # MPICH/Intel MPI Hydra, srun --mpi=pmi2
-    "MV2_COMM_WORLD_RANK",  # MVAPICH2's mpirun_rsh
-    "HOROVOD_RANK",  # horovodrun --gloo
-    "SLURM_PROCID",  # srun
-)
+# Launcher variables naming this process's rank, most specific first (the registry's order):
+# a launcher's own marker must be set before its rank is trusted (torchrun's RANK: a common name)
+RANK_VARS = tuple((env.rank, env.marker) for env in RANK_ENV.values())
 CHUNK = 1 << 16
 LINE_CAP = 1 << 20  # a partial line longer than this goes to the rank file unfinished
 FORWARDED = ("SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGCONT")
@@ -54,14 +71,15 @@ TORCH_VARS: tuple[tuple[str, str, str, str | None], ...] = (
     ("SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", None),
 )  # fmt: skip
 TORCH_NAMES = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE")
-UNDER_TORCHRUN = "TORCHELASTIC_RUN_ID"  # set by torchrun for its workers
+UNDER_TORCHRUN = RANK_ENV["torchrun"].marker  # set by torchrun for its workers
 
 
 def rank_of(env: Mapping[str, str]) -> int:
-    """This process's rank from the launcher's variables (0 when none is set: one process)."""
-    if UNDER_TORCHRUN in env and env.get("RANK", "").isdigit():
-        return int(env["RANK"])  # srun ... torchrun: SLURM_PROCID is the node's task
-    for name in RANK_VARS:
+    """This process's rank from the launcher's variables (0 when none is set: one process);
+    srun ... torchrun: torchrun's RANK, as SLURM_PROCID is the node's task."""
+    for name, marker in RANK_VARS:
+        if marker and marker not in env:
+            continue
         text = env.get(name, "").strip()
         if text.isascii() and text.isdigit():
             return int(text)

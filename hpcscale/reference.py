@@ -1,5 +1,6 @@
-"""docs/reference.md, generated: every campaign axis, Horovod knob, run field and result column
-as hpcscale/model/vocab.py defines them, with the choices and ranges `validate` checks.
+"""docs/reference.md, generated: every campaign axis, framework knob, run field and result column
+as hpcscale/model/vocab.py defines them (what a framework's knob does as the framework says it:
+Framework.knob_help), with the choices and ranges `validate` checks.
 
 The definitions live in the code, once; the guide is a rendering of them, so it cannot drift.
 `python -m hpcscale.reference` rewrites the file, `--check` only says whether it is stale
@@ -14,6 +15,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from hpcscale.collect.collector import COLUMNS
+from hpcscale.frameworks import every_framework
 from hpcscale.model import vocab
 from hpcscale.model.campaign import AXIS_CHOICES, AXIS_RANGES, REFERENCE_KEYS, reference_metrics
 from hpcscale.model.vocab import Term
@@ -46,11 +48,29 @@ def _unit(t: Term) -> str:
     return t.unit or "–"
 
 
+def _knob_help() -> dict[str, str]:
+    """What each framework's knob does, as the first framework in the registry's order that
+    reads it says (Framework.knob_help)."""
+    out: dict[str, str] = {}
+    for fw in every_framework():
+        for name, text in fw.knob_help.items():
+            out.setdefault(name, text)
+    return out
+
+
+KNOB_HELP = _knob_help()
+
+
+def _help(t: Term) -> str:
+    """A term's meaning: its own, or its framework's for a knob."""
+    return t.help or KNOB_HELP.get(t.name, "")
+
+
 def _terms_table(terms: Iterable[Term]) -> list[str]:
     """Name, type, label (as tables and figures show it), unit and meaning."""
     return _table(
         ["column", "type", "label", "unit", "meaning"],
-        ((f"`{t.name}`", t.type, t.label, _unit(t), t.help) for t in terms),
+        ((f"`{t.name}`", t.type, t.label, _unit(t), _help(t)) for t in terms),
     )
 
 
@@ -111,7 +131,7 @@ def render() -> str:
             ["axis", "type", "values", "unit", "meaning"],
             [
                 *(
-                    (f"`{n}`", t.type, _axis_values(n), _unit(t), t.help or t.label)
+                    (f"`{n}`", t.type, _axis_values(n), _unit(t), _help(t) or t.label)
                     for n, t in vocab.AXIS_TERMS.items()
                 ),
                 (

@@ -20,7 +20,11 @@ from hpcscale.cli.common import (
 )
 from hpcscale.cli.tables import Col, Grid
 from hpcscale.model.errors import HpcscaleError
+from hpcscale.model.registry import TRACE_READERS
 from hpcscale.util.text import plural
+
+# what `collect --timeline` reads: every registered trace format, in a phrase
+_TRACES = " or ".join(line.phrase for line in TRACE_READERS.values())
 
 
 def _seconds(v: float) -> str:
@@ -28,7 +32,7 @@ def _seconds(v: float) -> str:
 
 
 def timeline(
-    file: Annotated[Path, typer.Argument(help="a Horovod timeline (HOROVOD_TIMELINE output)")],
+    file: Annotated[Path, typer.Argument(help=api.trace_file_words())],
     json_out: JsonOpt = False,
     top: Annotated[int, typer.Option(help="how many tensors to list", min=0)] = 10,
     ranks: Annotated[
@@ -101,7 +105,8 @@ def timeline(
 def collect(
     campaign: CampaignsArg = None,
     with_timeline: Annotated[
-        bool, typer.Option("--timeline", help="also read Horovod timelines and steps.json")
+        bool,
+        typer.Option("--timeline", help=f"also read each run's trace ({_TRACES}) and steps.json"),
     ] = False,
     json_out: JsonOpt = False,
     include_partial_timelines: Annotated[
@@ -213,8 +218,9 @@ def trace(
     ],
     workdir: WorkdirOpt = None,
 ) -> None:
-    """Merge a run's trace into one file (Perfetto, chrome://tracing): a Horovod timeline with
-    the step spans, or a PyTorch run's per-rank profiler traces, one process per rank."""
+    """Merge a run's trace into one file (Perfetto, chrome://tracing), in the format its
+    framework writes: one timeline with the step spans, or every rank's profiler trace, one
+    process per rank."""
     traced = api.trace(run, out, workdir)
     for warning in traced.warnings:
         err_console.print(f"[yellow]note:[/] {escape(warning)}", highlight=False)

@@ -55,7 +55,7 @@ app = typer.Typer(
         "  hpcscale plan campaign.yaml      # what will run\n"
         "  hpcscale submit campaign.yaml    # render + submit (slurm or local)\n"
         "  hpcscale status first_study      # where each run is\n"
-        "  hpcscale collect --timeline      # metrics + Horovod timelines -> table\n"
+        "  hpcscale collect --timeline      # metrics + traces -> table\n"
         "  hpcscale report                  # tables and plots\n\n"
         "A shipped example instead: hpcscale init --list, then hpcscale init --example "
         "quickstart. Shell completion of commands, campaign, example and system names: "

@@ -1,3 +1,3 @@
-"""Collecting what runs wrote: metrics.json (schema in `hpcscale.formats.metrics`), Horovod
-timelines (`timeline/`, `intervals`), the compute/communication split (`split`) and the tidy run
-table (`collector`)."""
+"""Collecting what runs wrote: metrics.json (schema in `hpcscale.formats.metrics`), the runs'
+traces (`traces/`, one reader per format, and `intervals`), the compute/communication split
+(`split`) and the tidy run table (`collector`)."""

@@ -76,7 +76,8 @@ COLLECTOR_VERSION = 16  # 2: model_family, program, run.json typed; 3: campaign_
 # 12: `state`; a command's timeline divided by the epochs and steps it ran (none known: NaN);
 #     a command's start/end times, host and load from its exit record
 # 13: `interpreter` (workload.interpreter: as-written), a cell field
-# 14: a command's `strategy` is empty (not run.json's "horovod") unless horovodrun ran it
+# 14: a command's `strategy` is empty (not run.json's default strategy) unless its launcher
+#     implies one (Launcher.implies_strategy)
 # 15: `trace_source` (which trace the timeline columns came from); PyTorch profiler traces
 # 16: traced_steps and the per-traced-step split (a profiler trace's window)
 INPUT_FILES = ("run.json", "metrics.json", "timeline.json", "steps.json", EXIT_NAME)

@@ -1,8 +1,8 @@
 """Interval arithmetic on integer time stamps, vectorised with NumPy.
 
-An interval set is an `(n, 2)` int64 array of `[start, end)` rows. Horovod writes one B/E pair
-per tensor, so tensors fused into one operation carry identical intervals: any time total must
-come from the *union*, never from a sum of durations. Every function here is pure.
+An interval set is an `(n, 2)` int64 array of `[start, end)` rows. A trace may write one B/E
+pair per tensor, so tensors fused into one operation carry identical intervals: any time total
+must come from the *union*, never from a sum of durations. Every function here is pure.
 """
 
 from __future__ import annotations

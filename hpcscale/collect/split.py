@@ -14,17 +14,17 @@
    runs while a step is in flight, an upper bound on communication hidden behind computation.
 
 Alignment of the two clocks (see docs/timeline.md):
-    Horovod stamps each event with `ts`, integer µs of C++ `steady_clock` since its init, and
-    writes once `start_time_since_epoch_in_micros` = system_clock::now() + (init - steady now),
+    The trace stamps each event with `ts`, integer µs of a steady clock since its start, and
+    writes once `start_time_since_epoch_in_micros` = system_clock::now() + (start - steady now),
     i.e. the Unix time of `ts` 0. The harness stamps steps with Python's `time.monotonic_ns()`
     and records an anchor: `time.time_ns()` read between two monotonic readings `uncertainty_ns`
     apart, giving `unix_offset_ns`. On Linux both monotonic clocks are CLOCK_MONOTONIC and both
     wall clocks CLOCK_REALTIME, and REALTIME - MONOTONIC only changes when the wall clock is
     stepped (NTP slewing moves both alike). So a step instant t maps onto the timeline axis as
         ts(t) = (t + unix_offset_ns) / 1000 - start_time_since_epoch_in_micros
-    with error at most uncertainty_ns / 2 + 2 µs (1 µs for each truncation to whole µs: Horovod's
-    start time and its `ts`), unless the wall clock was stepped between Horovod's init and the
-    harness's anchor. Each overlap figure can be off by that bound times the number of
+    with error at most uncertainty_ns / 2 + 2 µs (1 µs for each truncation to whole µs: the trace's
+    start time and its `ts`), unless the wall clock was stepped between the trace's start and
+    the harness's anchor. Each overlap figure can be off by that bound times the number of
     communication intervals that cross a step boundary (reported as `bound_s`).
 """
 
@@ -87,7 +87,7 @@ def load_steps(path: str | os.PathLike[str]) -> Steps:
 
 
 def to_timeline_ns(unix_ns: np.ndarray, start_time_us: int) -> np.ndarray:
-    """Unix-epoch ns -> the timeline's axis (ns since Horovod init)."""
+    """Unix-epoch ns -> the timeline's axis (ns since the trace's start)."""
     return np.asarray(unix_ns, dtype=np.int64) - np.int64(start_time_us) * 1000
 
 

@@ -1,12 +1,12 @@
 """`steps.json`: rank 0's per-step timestamps, so the collector can line steps up with the
-Horovod timeline. Written by jobs/steps.py (`StepLog.to_file`), read by hpcscale/collect/split.py.
+run's trace. Written by jobs/steps.py (`StepLog.to_file`), read by hpcscale/collect/split.py.
 
 Fields (a JSON object, in this order):
     format          "hpcscale.steps"
     version         1
     rank, hostname  who recorded it (always rank 0)
-    clock           "monotonic_ns": CLOCK_MONOTONIC, Python's time.monotonic_ns(); Horovod's
-                    timeline uses the same clock (C++ steady_clock) on Linux
+    clock           "monotonic_ns": CLOCK_MONOTONIC, Python's time.monotonic_ns(); a trace's own
+                    clock is lined up with it through `anchor` (docs/timeline.md)
     anchor          {"monotonic_ns": m, "unix_ns": u, "uncertainty_ns": e}: the two clocks read
                     at the same moment (u taken between two monotonic readings e ns apart; m is
                     their midpoint)

@@ -11,7 +11,7 @@ from hpcscale.frameworks.command import Command
 from hpcscale.model.registry import FRAMEWORKS, load
 from hpcscale.model.run import Run
 
-__all__ = ["Framework", "for_cell", "for_run", "for_strategy"]
+__all__ = ["Framework", "every_framework", "for_cell", "for_run", "for_strategy"]
 
 
 @cache
@@ -21,6 +21,11 @@ def for_strategy(strategy: str) -> Framework:
         if line.strategy == strategy:
             return load(line.where)()  # type: ignore[no-any-return]
     raise KeyError(f"no framework for strategy {strategy!r}")
+
+
+def every_framework() -> list[Framework]:
+    """Every registered framework, in the registry's order."""
+    return [for_strategy(line.strategy) for line in FRAMEWORKS.values()]
 
 
 @cache

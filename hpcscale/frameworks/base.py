@@ -66,6 +66,15 @@ class Framework:
     # its ranks meet at MASTER_ADDR:MASTER_PORT, which the job script sets (the scheduler's
     # `rendezvous` lines) and every launcher passes on
     rendezvous: ClassVar[bool] = False
+    # what each of its knobs does, in a phrase (docs/reference.md's tables: the first framework
+    # in the registry's order that says it)
+    knob_help: ClassVar[Mapping[str, str]] = {}
+    # the environment variables that tune it, by prefix: the report's provenance lists those
+    # a run recorded (beside the communication and threading libraries')
+    env_prefixes: ClassVar[tuple[str, ...]] = ()
+    # its libraries' versions in a bundled program's metrics.json provenance: (key, the name
+    # the report's software table gives it)
+    software: ClassVar[tuple[tuple[str, str], ...]] = ()
     # what the job's Python must import for it (`hpcscale doctor` checks them)
     python_modules: ClassVar[tuple[str, ...]] = ()
     # `hpcscale doctor`'s probes of the jobs' Python that only it knows: name -> the source of

@@ -66,6 +66,18 @@ class HorovodTF(Framework):
     knobs: ClassVar[tuple[str, ...]] = KNOBS
     trace: ClassVar[str | None] = "horovod"
     python_modules: ClassVar[tuple[str, ...]] = ("tensorflow", "horovod.tensorflow")
+    knob_help: ClassVar[Mapping[str, str]] = {
+        "fusion_threshold_mb": "Horovod tensor fusion buffer",
+        "cycle_time_ms": "Horovod cycle time",
+        "fp16_allreduce": "Horovod fp16 compression of gradients",
+        "hierarchical_allreduce": "Horovod hierarchical allreduce",
+    }
+    env_prefixes: ClassVar[tuple[str, ...]] = ("HOROVOD_", "TF_")
+    software: ClassVar[tuple[tuple[str, str], ...]] = (
+        ("tensorflow", "TensorFlow"),
+        ("keras", "Keras"),
+        ("horovod", "Horovod"),
+    )
     doctor_probes: ClassVar[Mapping[str, str]] = PROBES
     doctor_words: ClassVar[str | None] = "Horovod (built with MPI, Gloo, NCCL)"
     starter: ClassVar[Starter | None] = Starter(

@@ -30,6 +30,14 @@ class TFDistribute(Framework):
     knobs: ClassVar[tuple[str, ...]] = KNOBS
     trace: ClassVar[str | None] = None
     python_modules: ClassVar[tuple[str, ...]] = ("tensorflow",)
+    knob_help: ClassVar[Mapping[str, str]] = {
+        "cross_device_ops": "nccl | reduce_to_one | hierarchical_copy (mirrored)"
+    }
+    env_prefixes: ClassVar[tuple[str, ...]] = ("TF_",)
+    software: ClassVar[tuple[tuple[str, str], ...]] = (
+        ("tensorflow", "TensorFlow"),
+        ("keras", "Keras"),
+    )
 
     def place(self, cell: Cell) -> Placement:
         a, s = cell.a, cell.lc.system

@@ -88,6 +88,12 @@ class TorchDDP(Framework):
     trace: ClassVar[str | None] = "torch"  # RUN_DIR/traces/rank<r>.json (torch.profiler)
     rendezvous: ClassVar[bool] = True
     python_modules: ClassVar[tuple[str, ...]] = ("torch",)
+    knob_help: ClassVar[Mapping[str, str]] = {
+        "bucket_cap_mb": "DDP gradient bucket (torch_ddp)",
+        "gradient_as_bucket_view": "DDP gradients alias the buckets (torch_ddp)",
+        "static_graph": "DDP static_graph (torch_ddp)",
+        "fp16_compress": "DDP fp16_compress_hook on the gradients (torch_ddp)",
+    }
     own_program_label: ClassVar[str | None] = "PyTorch DDP"
 
     def place(self, cell: Cell) -> Placement:

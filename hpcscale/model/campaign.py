@@ -127,8 +127,8 @@ class Collect(BaseModel):
         description="with timeline: true, the steps each rank's PyTorch profiler trace "
         "(strategy: torch_ddp) records: `skip` steps first (burn-in included; default 5), then "
         "`steps` (default 20), or fewer when the run ends first. Its figures are per step: "
-        "per-epoch columns only where the window covers every timed step. A Horovod timeline "
-        "covers the whole run",
+        "per-epoch columns only where the window covers every timed step. A trace of another "
+        "format (a timeline) covers the whole run",
     )
     rank_tolerance: float = Field(
         default=0.05,

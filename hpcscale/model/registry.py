@@ -20,6 +20,35 @@ LAUNCHERS: dict[str, str] = {
 
 
 @dataclass(frozen=True)
+class RankEnv:
+    """The variables a launcher (or the process manager under it) sets in each process it
+    starts: its rank, and the number of ranks (the first of `size` that is set). `marker`: a
+    variable set only by this launcher, which a reader may require before trusting `rank`
+    (torchrun's RANK is a common name)."""
+
+    rank: str
+    size: tuple[str, ...] = ()
+    marker: str = ""
+
+
+# Who set this process's rank, the innermost launcher first: under `srun` or `mpirun` ->
+# torchrun every worker of a node shares the node's OMPI_*/PMI_*/SLURM_* rank, and only
+# torchrun's RANK tells them apart. SLURM's task comes last: a batch script's own step sets
+# SLURM_PROCID to 0, and ranks started by another launcher inside the job inherit it. Read in
+# this order by hpcscale.probe (in the user's program) and hpcscale.rankwrap (which reads this
+# file by its path: stdlib only, Python 3.9). A launcher that sets its own is one line here.
+RANK_ENV: dict[str, RankEnv] = {
+    "torchrun": RankEnv("RANK", ("WORLD_SIZE",), marker="TORCHELASTIC_RUN_ID"),
+    "openmpi": RankEnv("OMPI_COMM_WORLD_RANK", ("OMPI_COMM_WORLD_SIZE",)),  # mpirun
+    "pmix": RankEnv("PMIX_RANK"),  # srun --mpi=pmix, Open MPI 4+
+    "pmi": RankEnv("PMI_RANK", ("PMI_SIZE",)),  # MPICH/Intel MPI Hydra, srun --mpi=pmi2
+    "mvapich2": RankEnv("MV2_COMM_WORLD_RANK", ("MV2_COMM_WORLD_SIZE",)),  # mpirun_rsh
+    "horovodrun": RankEnv("HOROVOD_RANK", ("HOROVOD_SIZE",)),  # horovodrun --gloo
+    "slurm": RankEnv("SLURM_PROCID", ("SLURM_STEP_NUM_TASKS", "SLURM_NTASKS")),  # srun
+}
+
+
+@dataclass(frozen=True)
 class FrameworkLine:
     """A way of training: its class ("module:Class"), the `strategy:` value selecting it, and
     the `workload.framework:` value by which a command (the user's own program) borrows its
@@ -56,12 +85,14 @@ class TraceLine:
     column's value, the "From" columns: the reader's `label`), and the same in a sentence.
     Here, not in the reader, so that analysis and report word a source without importing
     collect. `compiled`: the module of its compiled engine, if it has one (the doctor checks
-    that it was built)."""
+    that it was built). `made_by`: what writes it, as help says it ("" where the label says
+    enough)."""
 
     where: str
     label: str
     phrase: str
     compiled: str = ""
+    made_by: str = ""
 
 
 TRACE_READERS: dict[str, TraceLine] = {
@@ -70,6 +101,7 @@ TRACE_READERS: dict[str, TraceLine] = {
         "Horovod timeline",
         "the Horovod timeline",
         compiled="hpcscale.collect.traces.horovod._scan",
+        made_by="HOROVOD_TIMELINE output",
     ),
     "torch": TraceLine(
         "hpcscale.collect.traces.torch.reader:TorchProfilerTrace",

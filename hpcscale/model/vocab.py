@@ -1,4 +1,4 @@
-"""Every name a user meets in more than one place: campaign axes, Horovod knobs, run fields and
+"""Every name a user meets in more than one place: campaign axes, framework knobs, run fields and
 result columns, each defined once with its type, label and unit.
 
 Campaign validation, the Run model, the analysis, the report's labels and the CLI's tables all
@@ -44,40 +44,21 @@ def _terms(*terms: Term) -> dict[str, Term]:
     return {t.name: t for t in terms}
 
 
-# ---- Horovod and distribution knobs: what a study varies at a fixed scale
+# ---- Framework and distribution knobs: what a study varies at a fixed scale. What a framework's
+# own knob does is said by the framework reading it (Framework.knob_help): the ground names none.
 KNOB_TERMS = _terms(
     Term("strategy", "str", "Strategy", help=" | ".join(STRATEGIES)),
-    Term(
-        "cross_device_ops",
-        "str",
-        "Cross-device ops",
-        help="nccl | reduce_to_one | hierarchical_copy (mirrored)",
-    ),
+    Term("cross_device_ops", "str", "Cross-device ops"),
     Term("mpi", "str", "MPI flavour", help="MPI flavour, a key of the system profile's `mpi:`"),
-    Term("fusion_threshold_mb", "float", "Fusion threshold", "MB", "Horovod tensor fusion buffer"),
-    Term("cycle_time_ms", "float", "Cycle time", "ms", "Horovod cycle time"),
-    Term("fp16_allreduce", "bool", "fp16 all-reduce", help="Horovod fp16 compression of gradients"),
-    Term(
-        "hierarchical_allreduce",
-        "bool",
-        "Hierarchical all-reduce",
-        help="Horovod hierarchical allreduce",
-    ),
+    Term("fusion_threshold_mb", "float", "Fusion threshold", "MB"),
+    Term("cycle_time_ms", "float", "Cycle time", "ms"),
+    Term("fp16_allreduce", "bool", "fp16 all-reduce"),
+    Term("hierarchical_allreduce", "bool", "Hierarchical all-reduce"),
     Term("mixed_precision", "bool", "Mixed precision", help="Keras mixed precision"),
-    Term("bucket_cap_mb", "float", "Bucket size", "MB", "DDP gradient bucket (torch_ddp)"),
-    Term(
-        "gradient_as_bucket_view",
-        "bool",
-        "Gradient as bucket view",
-        help="DDP gradients alias the buckets (torch_ddp)",
-    ),
-    Term("static_graph", "bool", "Static graph", help="DDP static_graph (torch_ddp)"),
-    Term(
-        "fp16_compress",
-        "bool",
-        "fp16 compression",
-        help="DDP fp16_compress_hook on the gradients (torch_ddp)",
-    ),
+    Term("bucket_cap_mb", "float", "Bucket size", "MB"),
+    Term("gradient_as_bucket_view", "bool", "Gradient as bucket view"),
+    Term("static_graph", "bool", "Static graph"),
+    Term("fp16_compress", "bool", "fp16 compression"),
 )
 KNOBS: tuple[str, ...] = tuple(KNOB_TERMS)
 

@@ -324,10 +324,10 @@ def comm_text(aligned: pd.DataFrame) -> list[str]:
     )
     return [
         f"{COMM_SHARE}: communication per epoch / epoch time, measured from each campaign's "
-        f"trace, named in its {COMM_FROM} column ({said}). A Horovod timeline and a PyTorch "
-        "profiler trace measure communication with the same meaning (the union in time of the "
-        "collectives), so the two can be read side by side; a campaign without a trace has no "
-        "such column (`collect: {timeline: true}`, then `collect --timeline`)."
+        f"trace, named in its {COMM_FROM} column ({said}). Every trace format measures "
+        "communication with the same meaning (the union in time of the collectives), so "
+        "campaigns traced in different formats can be read side by side; a campaign without "
+        "a trace has no such column (`collect: {timeline: true}`, then `collect --timeline`)."
     ]
 
 

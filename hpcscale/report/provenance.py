@@ -16,22 +16,28 @@ import pandas as pd
 
 from hpcscale.formats.metrics import load_provenance
 from hpcscale.formats.run_record import load_run_record
+from hpcscale.frameworks import every_framework
 from hpcscale.model.errors import HpcscaleError
 from hpcscale.model.system import load_system
 from hpcscale.state.claim import file_dir
 
-KNOB_PREFIXES: tuple[str, ...] = (
-    "HOROVOD_",
-    "NCCL_",
-    "MV2_",
-    "UCX_",
-    "I_MPI_",
-    "OMPI_MCA_",
-    "OMP_",
-    "KMP_",
-    "TF_",
-    "CUDA_VISIBLE_DEVICES",
-    "GLOO_",
+# the environment's settings a report lists: each framework's own (Framework.env_prefixes) and
+# the communication, MPI and threading libraries' (prefixes: only `startswith` reads them)
+KNOB_PREFIXES: tuple[str, ...] = tuple(
+    dict.fromkeys(
+        [
+            *(p for fw in every_framework() for p in fw.env_prefixes),
+            "NCCL_",
+            "MV2_",
+            "UCX_",
+            "I_MPI_",
+            "OMPI_MCA_",
+            "OMP_",
+            "KMP_",
+            "CUDA_VISIBLE_DEVICES",
+            "GLOO_",
+        ]
+    )
 )
 # Open MPI's own per-job bookkeeping (ids, URIs, session dirs): not settings anyone chose.
 OMPI_BOOKKEEPING: tuple[str, ...] = (
@@ -42,11 +48,11 @@ OMPI_BOOKKEEPING: tuple[str, ...] = (
     "OMPI_MCA_shmem_",
 )
 MAX_VALUES = 3  # more distinct values than this: "varies per run" rather than a list
+# metrics.json provenance's versions, in the software table's order: Python, the frameworks'
+# libraries (Framework.software, in the registry's order), the MPI library
 SOFTWARE: tuple[tuple[str, str], ...] = (
     ("python", "Python"),
-    ("tensorflow", "TensorFlow"),
-    ("keras", "Keras"),
-    ("horovod", "Horovod"),
+    *dict.fromkeys(s for fw in every_framework() for s in fw.software),
     ("mpi", "MPI library"),
 )
 

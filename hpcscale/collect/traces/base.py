@@ -4,13 +4,19 @@
 union of communication intervals, waits, bytes, which the collector turns into the timeline
 columns the analysis reads; a new format fills the same fields with the same meaning, so every
 table and figure works across formats. Its second part is what a format may know or not know
-beyond a Horovod timeline (a class that subclasses TraceSummary inherits the defaults: a trace
-that says nothing more), so the collector reads plain attributes, never asks which format it
-holds. hpcscale.collect.traces.horovod.summary.TimelineSummary is the worked example."""
+beyond those totals (a class that subclasses TraceSummary inherits the defaults: a trace that
+knows every category, size and wait, and says nothing more), so the collector reads plain
+attributes, never asks which format it holds. hpcscale.collect.traces.summary.Summary is the
+shape every reader fills; each format's reader package subclasses it.
+
+A reader also merges a run's trace into one Chrome-trace file to look at (`merge`,
+`hpcscale trace`), and a format whose trace is one file reads such a file on its own
+(`summarise_file`, `hpcscale timeline FILE`)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
@@ -34,8 +40,9 @@ class TraceSummary(Protocol):
     allreduce_bytes: int
     comm_intervals: iv.Intervals  # the union of the collectives on the trace's axis
 
-    # What a format may say beyond a Horovod timeline; the defaults are a Horovod timeline's.
-    # categories the format cannot know (Horovod's own, in a profiler trace): unknown, not 0
+    # What a format may say beyond the totals; the defaults: a trace that knows every category.
+    # categories the format cannot know (hpcscale.collect.traces.summary.CATEGORIES it has no
+    # counterpart for, as a profiler trace has no negotiation): unknown, not 0
     UNKNOWN_CATEGORIES: ClassVar[tuple[str, ...]] = ()
     # the step markers' figures (a profiler trace's ProfilerSteps, dicts of µs), [] for a
     # trace of steps without markers; None: a format without steps (it covers the whole run)
@@ -84,3 +91,45 @@ class TraceReader(Protocol):
     ) -> TraceSummary:
         """The trace's totals, clipped to the timed window when one is given."""
         ...
+
+    def summarise_file(self, path: Path, *, ranks: int | None) -> TraceSummary:
+        """One trace file on its own, whole, without its communication intervals (`hpcscale
+        timeline FILE`); raises one of `errors` where it is not this format's. Only a format
+        whose trace is one file reads one so (the default framework's: see
+        hpcscale.collect.traces.file_reader)."""
+        ...
+
+    def merge(self, run_dir: Path, out: Path) -> Merged:
+        """The run's trace, and its steps.json's spans where it has one, as one Chrome-trace
+        file `out` (written atomically); raises MergeError saying what is missing or damaged,
+        OSError where a file cannot be read or written."""
+        ...
+
+
+class MergeInfo(Protocol):
+    """What went into a merged trace: the file, the events copied, the steps added, and
+    whether a trace was cut short; a format may say more (per rank: `ranks`)."""
+
+    out: Path
+
+    @property
+    def records(self) -> int: ...
+
+    @property
+    def steps(self) -> int: ...
+
+    @property
+    def truncated(self) -> bool: ...
+
+
+@dataclass
+class Merged:
+    """A merge's answer: what went in, and what a user should know about it."""
+
+    info: MergeInfo
+    warnings: list[str] = field(default_factory=list)
+
+
+class MergeError(Exception):
+    """A run's trace cannot be merged: missing, or not its format's (the message says which,
+    naming the file)."""

@@ -1,6 +1,6 @@
 """Which trace a table's communication figures came from (the collector's `trace_source`): a
 table whose rows share one source says it in its section's text; a table whose rows mix them
-(Horovod cells beside PyTorch DDP cells) gets a "From" column, as the iteration table names its
+(cells of one framework beside another's) gets a "From" column, as the iteration table names its
 step time's source."""
 
 from __future__ import annotations

@@ -55,9 +55,38 @@ def _probe(tmp_path: Path, env: dict[str, str]) -> tuple[str, bool]:
         ({"MV2_COMM_WORLD_RANK": "0", "MV2_COMM_WORLD_SIZE": "4"}, "RANK 0 SIZE 4", True),
         # a plain MPI launch still reads Open MPI's variables
         ({"OMPI_COMM_WORLD_RANK": "1", "OMPI_COMM_WORLD_SIZE": "2"}, "RANK 1 SIZE 2", False),
+        # a launcher inside a batch job: the batch step's SLURM_PROCID 0 is every rank's, the
+        # launcher's own variables tell them apart (horovodrun --gloo sets only its own)
+        ({"SLURM_PROCID": "0", "SLURM_NTASKS": "1", "HOROVOD_RANK": "1", "HOROVOD_SIZE": "2"},
+         "RANK 1 SIZE 2", False),
     ],
 )  # fmt: skip
 def test_probe_reads_the_innermost_launchers_rank(
     tmp_path: Path, env: dict[str, str], said: str, writes: bool
 ) -> None:
     assert _probe(tmp_path, env) == (said, writes)
+
+
+@pytest.mark.parametrize(
+    ("env", "rank"),
+    [
+        ({"SLURM_PROCID": "0", "HOROVOD_RANK": "2"}, "2"),  # a launcher inside a batch job
+        ({"SLURM_PROCID": "1", "RANK": "5"}, "1"),  # RANK without torchrun's marker: not a rank
+        ({"SLURM_PROCID": "1", "RANK": "5", "TORCHELASTIC_RUN_ID": "j"}, "5"),  # srun -> torchrun
+    ],
+)
+def test_rankwrap_run_by_its_path_reads_the_launchers_variables(
+    tmp_path: Path, env: dict[str, str], rank: str
+) -> None:
+    """The job's Python runs rankwrap.py by its path (-I: no PYTHONPATH, no script directory on
+    sys.path); it reads the launchers' variables from the registry beside it."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(LAUNCHER_PREFIXES)}
+    clean.pop("PYTHONPATH", None)
+    clean.pop("TORCHELASTIC_RUN_ID", None)
+    wrapper = REPO / "hpcscale" / "rankwrap.py"
+    subprocess.run(
+        [sys.executable, "-I", str(wrapper), "--dir", str(tmp_path), "--",
+         sys.executable, "-c", "print('hi')"],
+        env={**clean, **env}, cwd=tmp_path, capture_output=True, check=True, timeout=60,
+    )  # fmt: skip
+    assert [p.name for p in (tmp_path / "ranks").iterdir()] == [f"{rank}.out"]

@@ -15,9 +15,11 @@ from typing import ClassVar
 
 import pytest
 
+from hpcscale import api
 from hpcscale.analysis.overlap import sources_phrase
 from hpcscale.api import _trace_format
 from hpcscale.collect.traces import reader
+from hpcscale.collect.traces.base import Merged
 from hpcscale.collect.traces.horovod import TimelineSummary
 from hpcscale.collect.traces.torch import TorchTraceSummary
 from hpcscale.model.registry import TRACE_READERS
@@ -118,6 +120,18 @@ class PerfTrace:
     def path(self, run_dir: Path) -> Path:
         return run_dir / self.file_name
 
+    def merge(self, run_dir: Path, out: Path) -> Merged:
+        out.write_text("[]")
+        return Merged(PerfMerged(out, 0, 0, False), [f"{self.file_name}: nothing to merge"])
+
+
+@dataclasses.dataclass
+class PerfMerged:
+    out: Path
+    records: int
+    steps: int
+    truncated: bool
+
 
 @pytest.fixture
 def third_format(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -162,3 +176,24 @@ def test_a_run_without_run_json_gets_the_format_whose_trace_it_holds(tmp_path: P
         "both": "horovod",
         "perf": "perf",
     }
+
+
+@pytest.mark.usefixtures("third_format")
+def test_a_third_format_merges_through_its_reader(tmp_path: Path) -> None:
+    """`hpcscale trace` asks the run's format's reader to merge (TraceReader.merge): the API
+    names no format."""
+    run = tmp_path / "r"
+    run.mkdir()
+    (run / "perf.data").write_bytes(b"")
+    traced = api.trace(run, tmp_path / "out.json")
+    assert (traced.info.out, traced.warnings) == (
+        tmp_path / "out.json",
+        ["perf.data: nothing to merge"],
+    )
+    assert (tmp_path / "out.json").read_text() == "[]"
+
+
+def test_timeline_help_names_the_default_frameworks_trace() -> None:
+    """`timeline FILE` reads the default framework's format; its help, from the registry line,
+    reads as it did when it was written out."""
+    assert api.trace_file_words() == "a Horovod timeline (HOROVOD_TIMELINE output)"

@@ -6,6 +6,10 @@ both engines share one definition of each category.
 
 from __future__ import annotations
 
+from hpcscale.collect.traces.summary import CATEGORIES
+
+__all__ = ["CATEGORIES", "category_of", "tensor_bytes"]
+
 COLLECTIVES = frozenset(
     {
         "ALLREDUCE",
@@ -19,17 +23,6 @@ COLLECTIVES = frozenset(
     }
 )
 TRANSPORT_PREFIXES = ("MPI_", "NCCL_", "GLOO_", "CCL_")
-# JSON key of each category, in display order. Values are seconds (union across all tensors).
-CATEGORIES: tuple[str, ...] = (
-    "comm",
-    "negotiate",
-    "wait_for_data",
-    "wait_for_other_tensor_data",
-    "queue",
-    "memcpy",
-    "transport",
-    "other",
-)
 DTYPE_BYTES = {
     "uint8": 1,
     "int8": 1,

@@ -1,5 +1,6 @@
-"""PyTorch profiler (Kineto Chrome-trace JSON) traces: one per rank, read into the summary the
-Horovod timeline fills, so every table and figure works for DDP runs too.
+"""PyTorch profiler (Kineto Chrome-trace JSON) traces: one per rank, read into the summary every
+trace reader fills (hpcscale.collect.traces.base), so every table and figure works for DDP runs
+too.
 
 Layout in a run directory (what whoever starts the profiler must write):
 
@@ -17,15 +18,16 @@ keeps one (the finished one, else the first by name) and files of ranks outside 
 (an earlier, larger attempt's) are left out: both said in the summary's `notes` (reader.py says
 what else is said there, and what is left out rather than guessed).
 
-Modules, one way: reader (TraceReader, summary) -> waits (cross-rank match), measure (compute
-time against small sets) -> rank (one file's events folded into intervals) -> stream
-(bounded-memory event decoding). Memory: one 1 MB piece of a file, one rank's busy time at a
+Modules, one way: reader (TraceReader, summary) -> perfetto (every rank's trace merged into one
+file), waits (cross-rank match), measure (compute time against small sets) -> rank (one file's
+events folded into intervals) -> stream (bounded-memory event decoding); files (which file is
+which rank) under reader and perfetto. Memory: one 1 MB piece of a file, one rank's busy time at a
 time (plus the lowest rank's, for its steps), and every rank's few collectives and steps.
 Nothing here imports torch.
 """
 
+from hpcscale.collect.traces.torch.files import TRACE_DIR
 from hpcscale.collect.traces.torch.reader import (
-    TRACE_DIR,
     TorchProfilerTrace,
     TorchTraceSummary,
     summarise,

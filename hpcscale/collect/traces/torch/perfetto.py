@@ -12,7 +12,7 @@ rank's events move by its base less the earliest rank's, and the file's `baseTim
 that earliest base. An older trace without one whose stamps are Unix µs counts as base 0 (moved
 onto the others'); a trace with neither stays on its own axis, and the info says so. Steps,
 epochs and burn-in from the run's steps.json (Unix ns) go on the same axis as an extra
-process, as the Horovod merge does.
+process (hpcscale.collect.traces.step_spans), as in every format's merge.
 
 Streamed: one rank at a time, a batch of events (one CHUNK_SIZE piece of its file) at a time,
 decoded into dicts with every key and written out; nothing holds a whole trace. A cut file (a
@@ -30,8 +30,8 @@ from typing import Any
 import msgspec
 
 from hpcscale.collect.split import Steps
-from hpcscale.collect.traces.horovod.perfetto import step_events
-from hpcscale.collect.traces.torch.reader import TRACE_DIR, UNIX_US, rank_files
+from hpcscale.collect.traces.step_spans import step_events
+from hpcscale.collect.traces.torch.files import TRACE_DIR, UNIX_US, rank_files
 from hpcscale.collect.traces.torch.stream import (
     CUT,
     WS,

@@ -1,13 +1,14 @@
 """PyTorch profiler traces as a trace reader (hpcscale.collect.traces.base.TraceReader).
 
-The summary is the Horovod timeline's shape with the same meanings, from rank 0's trace (the
-rank whose steps.json the exact split uses): `category_us["comm"]` the union of its collective
-spans, `comm_intervals` that union on its axis (µs since `start_time_since_epoch_us`, Kineto's
-`baseTimeNanoseconds`), waits from the cross-rank match (`waits`); the extra fields say what
-only a profiler trace knows: compute, overlap and exposed communication, per step and per rank.
-Horovod's own categories (negotiate, wait_for_data, queue, memcpy, transport: UNKNOWN_CATEGORIES)
-have no counterpart in a profiler trace: they are unknown (None in JSON, NaN in the table),
-never 0.
+The summary is every format's shape (hpcscale.collect.traces.summary) with the same meanings,
+from rank 0's trace (the rank whose steps.json the exact split uses): `category_us["comm"]` the
+union of its collective spans, `comm_intervals` that union on its axis (µs since
+`start_time_since_epoch_us`, Kineto's `baseTimeNanoseconds`), waits from the cross-rank match
+(`waits`); the extra fields say what only a profiler trace knows: compute, overlap and exposed
+communication, per step and per rank.
+The categories other than communication (negotiate, wait_for_data, queue, memcpy, transport:
+UNKNOWN_CATEGORIES) have no counterpart in a profiler trace: they are unknown (None in JSON, NaN
+in the table), never 0.
 
 What is damaged or missing is said in `notes` (the collector adds them to the row's notes),
 and left out where the arithmetic cannot support it:
@@ -29,7 +30,6 @@ and left out where the arithmetic cannot support it:
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -37,65 +37,26 @@ from typing import Any, ClassVar
 import numpy as np
 
 from hpcscale.collect import intervals as iv
-from hpcscale.collect.traces.base import TraceSummary
-from hpcscale.collect.traces.horovod.summary import TimelineSummary
+from hpcscale.collect.split import load_steps
+from hpcscale.collect.traces.base import Merged, MergeError, TraceSummary
+from hpcscale.collect.traces.summary import Summary
+from hpcscale.collect.traces.torch.files import TRACE_DIR, UNIX_US, trace_files
 from hpcscale.collect.traces.torch.measure import Compute
 from hpcscale.collect.traces.torch.measure import clip as _clip
+from hpcscale.collect.traces.torch.perfetto import write_trace
 from hpcscale.collect.traces.torch.rank import RankTrace, op_of, read_rank
 from hpcscale.collect.traces.torch.stream import TraceError
 from hpcscale.collect.traces.torch.waits import match
 from hpcscale.model.registry import TRACE_READERS
-
-TRACE_DIR = "traces"
-FILE = re.compile(r"rank(\d+)\.json(\.gz)?(\.tmp)?$")
-# Kineto's ts before baseTimeNanoseconds existed were Unix µs: anything past 2001 is one
-UNIX_US = 10**15
 
 
 def _us(ns: int) -> int:
     return (ns + 500) // 1000
 
 
-def rank_files(trace_dir: Path) -> dict[int, tuple[Path, bool]]:
-    """rank -> (its file, whether only a `.tmp` of it exists); a finished file beats a .tmp."""
-    return trace_files(trace_dir)[0]
-
-
-def _prefer(p: Path) -> tuple[bool, str]:
-    """The order a rank's files are preferred in: finished first, then by name."""
-    return p.name.endswith(".tmp"), p.name
-
-
-def trace_files(
-    trace_dir: Path, ranks: int | None = None
-) -> tuple[dict[int, tuple[Path, bool]], list[str]]:
-    """rank -> (its file, whether it is a `.tmp`), by file name, and notes on the files left
-    out: a rank's other files (the finished one wins, else the first by name) and files of
-    ranks outside `ranks` (an earlier, larger attempt's)."""
-    found: dict[int, list[Path]] = {}
-    for p in sorted(trace_dir.iterdir()):
-        m = FILE.match(p.name)
-        if m and p.is_file():
-            found.setdefault(int(m.group(1)), []).append(p)
-    out: dict[int, tuple[Path, bool]] = {}
-    notes: list[str] = []
-    for r, paths in sorted(found.items()):
-        if ranks is not None and r >= ranks:
-            names = ", ".join(p.name for p in paths)
-            notes.append(f"{names}: rank {r} but the run has {ranks} ranks (an earlier "
-                         "attempt's?): ignored")  # fmt: skip
-            continue
-        paths.sort(key=_prefer)
-        out[r] = (paths[0], paths[0].name.endswith(".tmp"))
-        if len(paths) > 1:
-            others = ", ".join(p.name for p in paths[1:])
-            notes.append(f"rank {r} has several files: {paths[0].name} read, {others} ignored")
-    return out, notes
-
-
 @dataclass
-class TorchTraceSummary(TimelineSummary):
-    """TimelineSummary plus what a profiler trace alone says (µs unless named otherwise).
+class TorchTraceSummary(Summary):
+    """Summary plus what a profiler trace alone says (µs unless named otherwise).
 
     `waits_known` False: `waits_us`, `waits_in_comm_us` are 0 only as placeholders and
     `rank_waits_us` holds None (see `waits_unknown_why`)."""
@@ -357,7 +318,7 @@ def _collectives(
     waits: list[tuple[Any, int]] | None,
 ) -> None:
     """Counts by span name, per-name unions, allreduce bytes and time; the transfer part of
-    the allreduces (their spans less the waits) stands for Horovod's transport activities."""
+    the allreduces (their spans less the waits) stands for the transport category."""
     lo, hi = window_ns if window_ns is not None else (-(1 << 62), 1 << 62)
     inside = [c for c in rt.colls if c.t1 >= lo and c.t0 <= hi]
     by_name: dict[str, list[tuple[int, int]]] = {}
@@ -426,3 +387,28 @@ class TorchProfilerTrace:
         self, path: Path, *, ranks: int | None, window_unix_us: tuple[int, int] | None
     ) -> TraceSummary:
         return summarise(path, ranks=ranks, window_unix_us=window_unix_us)
+
+    def summarise_file(self, path: Path, *, ranks: int | None) -> TraceSummary:
+        raise TraceError(
+            f"{path}: a profiler trace is one file per rank (RUN_DIR/{self.file_name}): "
+            "`hpcscale trace RUN` merges them"
+        )
+
+    def merge(self, run_dir: Path, out: Path) -> Merged:
+        """Every rank's trace in one file, one process per rank on one clock, with steps.json's
+        spans where the run wrote one (a user's program writes none)
+        (hpcscale.collect.traces.torch.perfetto)."""
+        steps = load_steps(run_dir / "steps.json") if (run_dir / "steps.json").is_file() else None
+        traces = self.path(run_dir)
+        if not traces.is_dir():
+            raise MergeError(
+                f"{run_dir}: no {TRACE_DIR}/ (was the run made with collect: {{timeline: true}}?)"
+            )
+        try:
+            info = write_trace(traces, steps, out)
+        except TraceError as exc:
+            raise MergeError(f"{traces}: {exc}") from exc
+        warnings = info.notes()
+        if steps is not None and info.base_time_ns is None:
+            warnings.append("the traces have no base time: steps.json's steps left out")
+        return Merged(info, warnings)
