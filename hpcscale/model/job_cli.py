@@ -180,7 +180,7 @@ def job_argv(
     mark_cycles: bool = False,
     args: Optional[Mapping[str, Any]] = None,
 ) -> list[object]:
-    """The arguments after `python jobs/<program>.py`, values as given (the renderer quotes).
+    """The arguments after `python jobs/<framework>/<program>.py`, values as given (quoted later).
 
     `seed` is left out when `args` has its own (a campaign that sweeps the seed); the mirrored
     flags are written only for `strategy="mirrored"`; a workload argument True is a bare

@@ -67,7 +67,7 @@ RUN_TERMS = _terms(
     Term("run_id", "str", "Run"),
     Term("campaign", "str", "Campaign"),
     Term("system", "str", "System"),
-    Term("program", "str", "Program", help="entry point in jobs/ (train)"),
+    Term("program", "str", "Program", help="entry point in jobs/tf/ (train)"),
     Term("model", "str", "Model", help="network, e.g. dcgan, resnet50"),
     Term("scaling", "str", "Scaling", help="weak | strong | none"),
     Term("device", "str", "Device", help="cpu | gpu"),

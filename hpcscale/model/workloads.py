@@ -94,7 +94,7 @@ def program_problem(program: str, decl: Declaration) -> str | None:
         return None
     return (
         f"unknown program {program!r}{did_you_mean(program, decl.PROGRAMS)} (jobs/tf/manifest.py "
-        f"declares no jobs/{program}.py); programs: {', '.join(decl.PROGRAMS)}"
+        f"declares no jobs/tf/{program}.py); programs: {', '.join(decl.PROGRAMS)}"
     )
 
 
