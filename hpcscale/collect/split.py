@@ -15,10 +15,11 @@
 
 Alignment of the two clocks (see docs/timeline.md):
     The trace stamps each event with `ts`, integer µs of a steady clock since its start, and
-    writes once `start_time_since_epoch_in_micros` = system_clock::now() + (start - steady now),
-    i.e. the Unix time of `ts` 0. The harness stamps steps with Python's `time.monotonic_ns()`
-    and records an anchor: `time.time_ns()` read between two monotonic readings `uncertainty_ns`
-    apart, giving `unix_offset_ns`. On Linux both monotonic clocks are CLOCK_MONOTONIC and both
+    its reader gives the Unix time of `ts` 0 (a timeline writes it once as
+    `start_time_since_epoch_in_micros`, a profiler trace as `baseTimeNanoseconds`).
+    The harness stamps steps with Python's `time.monotonic_ns()` and records an anchor:
+    `time.time_ns()` read between two monotonic readings `uncertainty_ns` apart, giving
+    `unix_offset_ns`. On Linux both monotonic clocks are CLOCK_MONOTONIC and both
     wall clocks CLOCK_REALTIME, and REALTIME - MONOTONIC only changes when the wall clock is
     stepped (NTP slewing moves both alike). So a step instant t maps onto the timeline axis as
         ts(t) = (t + unix_offset_ns) / 1000 - start_time_since_epoch_in_micros

@@ -18,9 +18,10 @@ from hpcscale.model.command import (
     command_metrics,
     command_units,
 )
+from hpcscale.model.errors import UsageError
 from hpcscale.model.metrics import DERIVED_METRICS
 from hpcscale.model.names import NAME
-from hpcscale.model.strict import check_loaded
+from hpcscale.model.strict import check_loaded, profile_error
 from hpcscale.model.system import (
     SetupLine,
     System,
@@ -298,7 +299,11 @@ def load_campaign(path: str | Path, system: str | Path | None = None) -> LoadedC
     profile = with_site_options(profile, campaign)
     # the TensorFlow programs' manifest; the PyTorch programs' are checked per cell by their
     # framework (hpcscale.frameworks.torch_ddp), so a torch-only campaign skips the manifest
-    decl = workloads.declared(profile.jobs_dir) if runs_tf(campaign) else None
+    try:
+        decl = workloads.declared(profile.jobs_dir) if runs_tf(campaign) else None
+    except UsageError as exc:  # the profile's jobs_dir holds no usable manifest
+        where = getattr(profile, "_source", None)
+        raise profile_error(where, ("jobs_dir",), str(exc), profile) from None
     own = campaign.workload.command is not None  # the user's program: its arguments are its own
     if own:
         check_command(campaign, src)

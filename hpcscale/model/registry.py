@@ -40,10 +40,13 @@ class RankEnv:
 RANK_ENV: dict[str, RankEnv] = {
     "torchrun": RankEnv("RANK", ("WORLD_SIZE",), marker="TORCHELASTIC_RUN_ID"),
     "openmpi": RankEnv("OMPI_COMM_WORLD_RANK", ("OMPI_COMM_WORLD_SIZE",)),  # mpirun
-    "pmix": RankEnv("PMIX_RANK"),  # srun --mpi=pmix, Open MPI 4+
     "pmi": RankEnv("PMI_RANK", ("PMI_SIZE",)),  # MPICH/Intel MPI Hydra, srun --mpi=pmi2
     "mvapich2": RankEnv("MV2_COMM_WORLD_RANK", ("MV2_COMM_WORLD_SIZE",)),  # mpirun_rsh
     "horovodrun": RankEnv("HOROVOD_RANK", ("HOROVOD_SIZE",)),  # horovodrun --gloo
+    # srun --mpi=pmix (there equal to SLURM_PROCID), Open MPI 4+ (which sets OMPI_* too). Late:
+    # Hydra starts its per-node proxies with srun inside a job, and a rank under a proxy would
+    # inherit the proxy's PMIX_RANK (its node) beside its own PMI_RANK.
+    "pmix": RankEnv("PMIX_RANK"),
     "slurm": RankEnv("SLURM_PROCID", ("SLURM_STEP_NUM_TASKS", "SLURM_NTASKS")),  # srun
 }
 

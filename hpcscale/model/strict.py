@@ -69,22 +69,23 @@ def check_loaded(campaign: Any, profile: Any, src: Source) -> None:
         value = getattr(profile, key, None)
         if isinstance(value, str) and (marker := placeholder_of(value)):
             message = f"{key} {value!r} is a placeholder ({marker}): set your site's value"
-            raise _error(profile_src, (key,), message, profile)
+            raise profile_error(profile_src, (key,), message, profile)
     for i, rule in enumerate(getattr(profile, "partitions", [])):
         if marker := placeholder_of(rule.name):
             message = f"partition {rule.name!r} is a placeholder ({marker}): set your site's"
-            raise _error(profile_src, ("partitions", i, "name"), message, profile)
+            raise profile_error(profile_src, ("partitions", i, "name"), message, profile)
     lines = [*profile.setup, *campaign.setup]
     if (bad := setup_problem(lines)) is not None:
         i, why = bad
         if i < len(profile.setup):
-            raise _error(profile_src, ("setup", i), why, profile)
+            raise profile_error(profile_src, ("setup", i), why, profile)
         raise src.error(("setup", i - len(profile.setup)), why)
     for key, why in argv_problems(campaign):
         raise src.error(key, why)
 
 
-def _error(src: Source | None, key: KeyPath, message: str, profile: Any) -> InputError:
+def profile_error(src: Source | None, key: KeyPath, message: str, profile: Any) -> InputError:
+    """A problem of the system profile, located in its file when it was read from one."""
     if src is None:
         return InputError(f"<system {profile.name}>", None, ".".join(map(str, key)), message)
     return src.error(key, message)

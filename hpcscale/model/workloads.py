@@ -62,6 +62,14 @@ def declared(jobs_dir: str | None) -> Declaration:
     """The manifest of the jobs directory a system's runs use (see the module)."""
     if jobs_dir and Path(jobs_dir).is_dir():
         own = Path(jobs_dir) / TF_PROGRAMS / "manifest.py"
+        if not own.is_file() and (Path(jobs_dir) / "manifest.py").is_file():
+            # a copy of the bundled jobs/ from before they moved into jobs/tf/: its programs are
+            # not where the scripts will look, and its checks would silently be skipped
+            raise UsageError(
+                f"{jobs_dir} holds the bundled programs in the old flat layout "
+                f"(manifest.py at its top, no {TF_PROGRAMS}/): the TensorFlow programs now live "
+                f"in {TF_PROGRAMS}/ beside torch/; copy hpcscale's jobs/ there again"
+            )
         return manifest(own.absolute()) if own.is_file() else None
     return manifest()
 

@@ -19,7 +19,9 @@ from hpcscale import probe
 print("RANK", probe.rank(), "SIZE", probe.world_size(), flush=True)
 probe.event("global_batch_size", 8)
 """
-LAUNCHER_PREFIXES = ("OMPI_", "PMI_", "SLURM", "MV2_", "HOROVOD_", "RANK", "WORLD_SIZE")
+LAUNCHER_PREFIXES = (
+    "OMPI_", "PMI_", "PMIX_", "SLURM", "MV2_", "HOROVOD_", "RANK", "WORLD_SIZE", "TORCHELASTIC_"
+)  # fmt: skip
 
 
 def _probe(tmp_path: Path, env: dict[str, str]) -> tuple[str, bool]:
@@ -59,6 +61,17 @@ def _probe(tmp_path: Path, env: dict[str, str]) -> tuple[str, bool]:
         # launcher's own variables tell them apart (horovodrun --gloo sets only its own)
         ({"SLURM_PROCID": "0", "SLURM_NTASKS": "1", "HOROVOD_RANK": "1", "HOROVOD_SIZE": "2"},
          "RANK 1 SIZE 2", False),
+        # Hydra's mpiexec inside a job on a PMIx site: the rank's PMI_RANK, not the PMIX_RANK
+        # (its node) it inherits from the proxy srun started
+        ({"SLURM_PROCID": "1", "PMIX_RANK": "1", "PMI_RANK": "5", "PMI_SIZE": "8"},
+         "RANK 5 SIZE 8", False),
+        ({"SLURM_PROCID": "0", "PMIX_RANK": "0", "PMI_RANK": "1", "PMI_SIZE": "8"},
+         "RANK 1 SIZE 8", False),
+        # horovodrun inside an srun --mpi=pmix step
+        ({"SLURM_PROCID": "0", "PMIX_RANK": "0", "HOROVOD_RANK": "5", "HOROVOD_SIZE": "8"},
+         "RANK 5 SIZE 8", False),
+        # srun --mpi=pmix alone
+        ({"SLURM_PROCID": "3", "SLURM_NTASKS": "4", "PMIX_RANK": "3"}, "RANK 3 SIZE 4", False),
     ],
 )  # fmt: skip
 def test_probe_reads_the_innermost_launchers_rank(
@@ -71,6 +84,7 @@ def test_probe_reads_the_innermost_launchers_rank(
     ("env", "rank"),
     [
         ({"SLURM_PROCID": "0", "HOROVOD_RANK": "2"}, "2"),  # a launcher inside a batch job
+        ({"SLURM_PROCID": "1", "PMIX_RANK": "1", "PMI_RANK": "5"}, "5"),  # Hydra under a proxy
         ({"SLURM_PROCID": "1", "RANK": "5"}, "1"),  # RANK without torchrun's marker: not a rank
         ({"SLURM_PROCID": "1", "RANK": "5", "TORCHELASTIC_RUN_ID": "j"}, "5"),  # srun -> torchrun
     ],

@@ -398,3 +398,21 @@ def test_a_jobs_dir_with_its_own_manifest_is_the_one_checked(tmp_path: Path) -> 
     plan_campaign(write(tmp_path, text.replace("{image_size: 32}", "{learning_rate: 0.1}")))
     err = refused(tmp_path, text.replace("{image_size: 32}", "{lr: 0.1}"))
     assert err.key == "workload.args.lr" and "learning_rate" in err.message
+
+
+def test_a_jobs_dir_in_the_old_flat_layout_is_refused(tmp_path: Path) -> None:
+    """A site's copy of the bundled programs from before they moved into jobs/tf/ (manifest.py
+    and train.py at its top): its scripts would name a tf/train.py that is not there, and its
+    checks would be skipped, so validation says so instead of passing."""
+    from hpcscale.model.workloads import MANIFEST
+
+    own = _own_jobs(tmp_path, None)
+    jobs = tmp_path / "jobs"
+    (jobs / "tf" / "train.py").rename(jobs / "train.py")
+    (jobs / "tf").rmdir()
+    (jobs / "manifest.py").write_text(MANIFEST.read_text())
+    with pytest.raises(InputError) as info:
+        plan_campaign(write(tmp_path, BASE.replace("system: owens", f"system: {own}")))
+    err = info.value  # located in the profile, at its key
+    assert (err.file, err.line, err.key) == (str(own), 4, "jobs_dir")
+    assert "old flat layout" in err.message and "tf/" in err.message
