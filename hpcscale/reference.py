@@ -18,6 +18,7 @@ from hpcscale.collect.collector import COLUMNS
 from hpcscale.frameworks import every_framework
 from hpcscale.model import vocab
 from hpcscale.model.campaign import AXIS_CHOICES, AXIS_RANGES, REFERENCE_KEYS, reference_metrics
+from hpcscale.model.registry import TRACE_READERS
 from hpcscale.model.vocab import Term
 
 CHECKOUT = Path(__file__).resolve().parent.parent
@@ -92,6 +93,12 @@ def _axis_values(name: str) -> str:
     }.get(kind, kind)
 
 
+def _trace_formats() -> str:
+    """The trace formats whose figures fill the timeline columns, by their labels (the
+    registry's TRACE_READERS, in its order)."""
+    return ", ".join(line.label for line in TRACE_READERS.values())
+
+
 def _extra_columns() -> list[str]:
     """Columns the collector writes that the vocabulary has no term for."""
     return [c for c in COLUMNS if c not in vocab.TERMS]
@@ -143,7 +150,7 @@ def render() -> str:
                 ),
             ],
         ),
-        "## Horovod and distribution knobs",
+        "## Framework and distribution knobs",
         "",
         "What a study varies at a fixed scale; each is also a matrix axis and a run field. Cells "
         "that differ only in a knob are compared in the report (faster only outside noise).",
@@ -170,7 +177,7 @@ def render() -> str:
         "### Per-epoch lists (metrics.json)",
         "",
         *_terms_table(vocab.LIST_TERMS.values()),
-        "### Horovod timeline (`collect --timeline`; per timed epoch)",
+        f"### {_trace_formats()} (`collect --timeline`; per timed epoch or traced step)",
         "",
         *_terms_table(vocab.TIMELINE_TERMS.values()),
         "### The exact compute / communication split (timeline and steps.json)",

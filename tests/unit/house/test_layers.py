@@ -360,9 +360,6 @@ STILL_NAMING: dict[str, str] = {
     # framework): validation data the ground holds (it imports nothing above it); the name is
     # a campaign's `metrics:` value
     "hpcscale/model/presets.py": "kept: preset horovod_synthetic (user interface)",
-    # docs/reference.md's headings ("Horovod and distribution knobs", "Horovod timeline"):
-    # the generated file stays as it is; its knob texts come from Framework.knob_help
-    "hpcscale/reference.py": "G4 reference headings",
     # the Horovod knob studies' texts (fusion, fp16, hierarchical) and the waits' meaning in
     # a timeline: shared with the metric rename (#30 images_per_s), left for after it
     "hpcscale/report/sections/knobs.py": "G4 knobs",
