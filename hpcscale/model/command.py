@@ -17,7 +17,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from hpcscale.model.extractors import ALL_RANKS, OUTPUT, Extractor, pattern_error
-from hpcscale.model.presets import MLLOG, PRESET_NAMES, PRESET_THROUGHPUT, PRESETS
+from hpcscale.model.presets import MLLOG, PRESET_NAMES, PRESET_THROUGHPUT, preset_extractors
 from hpcscale.model.registry import COMMAND_FRAMEWORKS, DEFAULT_COMMAND_FRAMEWORK
 from hpcscale.model.validation import did_you_mean, validate
 from hpcscale.model.yamlsrc import KeyPath, Source
@@ -246,8 +246,8 @@ def reading_of(metrics: Any, src: Source | None = None) -> tuple[list[Extractor]
         if isinstance(item, str):
             if item == MLLOG:
                 mllog = True
-            elif item in PRESETS:
-                extractors.extend(PRESETS[item])
+            elif item in PRESET_NAMES:
+                extractors.extend(preset_extractors(item))
             else:
                 raise fail(
                     key,

@@ -1,6 +1,7 @@
-"""Every plug-in by name, and where it lives ("module:Class"). Adding a launcher or a scheduler
-is one module (or package) and one line here; the ground may then name it (a profile's
-`launcher:` and `scheduler:` are checked against these names) without importing it, and
+"""Every plug-in by name, and where it lives ("module:Class"). Adding a launcher, a scheduler,
+a framework, a trace format or an extractor preset is one module (or package) and one line
+here; the ground may then name it (a profile's `launcher:` and `scheduler:`, a campaign's
+`strategy:` and `metrics:` are checked against these names) without importing it, and
 launchers/ and backends/ build their registries from these tables."""
 
 from __future__ import annotations
@@ -111,6 +112,23 @@ TRACE_READERS: dict[str, TraceLine] = {
         "PyTorch profiler",
         "the PyTorch profiler traces",
     ),
+}
+
+
+@dataclass(frozen=True)
+class PresetLine:
+    """A named extractor list, a command campaign's `metrics:` value: the figures a known
+    program prints. `where`: its extractors ("module:attr", a tuple of Extractor in a module of
+    the ground, hpcscale.model, which validation loads: never a module above it);
+    `throughput`: the figure its scaling tables use unless the campaign says otherwise."""
+
+    where: str
+    throughput: str
+
+
+PRESETS: dict[str, PresetLine] = {
+    # Horovod's synthetic benchmark scripts (TensorFlow, Keras and PyTorch print the same lines)
+    "horovod_synthetic": PresetLine("hpcscale.model.presets:SYNTHETIC_IMAGES", "images_per_s"),
 }
 
 

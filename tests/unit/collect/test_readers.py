@@ -17,7 +17,7 @@ import pytest
 from hpcscale.collect.readers.extract import extract
 from hpcscale.collect.readers.mllog import read_mllog
 from hpcscale.model.extractors import Extractor, pattern_error
-from hpcscale.model.presets import HOROVOD_SYNTHETIC
+from hpcscale.model.presets import preset_extractors
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -36,7 +36,7 @@ SYNTHETIC_OUTPUT = """\
 def test_horovod_synthetic_preset_reads_the_benchmark_lines(tmp_path: Path) -> None:
     out = tmp_path / "output.log"
     out.write_text(SYNTHETIC_OUTPUT)
-    got = extract({"output": out}, HOROVOD_SYNTHETIC)
+    got = extract({"output": out}, preset_extractors("horovod_synthetic"))
     assert got.unparsed == []
     assert got.values == {
         "images_per_s": 22.7,

@@ -356,10 +356,6 @@ STILL_NAMING: dict[str, str] = {
     # carries it): the key is interface; the report reads it through Framework.software
     "hpcscale/formats/metrics.py": "kept: file-format field `horovod` (a version)",
     "hpcscale/model/job_cli.py": "G3 TF program flags",
-    # the output of Horovod's synthetic benchmark scripts (a program, not the horovod_tf
-    # framework): validation data the ground holds (it imports nothing above it); the name is
-    # a campaign's `metrics:` value
-    "hpcscale/model/presets.py": "kept: preset horovod_synthetic (user interface)",
     # the Horovod knob studies' texts (fusion, fp16, hierarchical) and the waits' meaning in
     # a timeline: shared with the metric rename (#30 images_per_s), left for after it
     "hpcscale/report/sections/knobs.py": "G4 knobs",
