@@ -352,10 +352,20 @@ STILL_NAMING: dict[str, str] = {
     "hpcscale/analysis/studies.py": "kept: literature citations, named as each study was run",
     "hpcscale/analysis/sweeps.py": "G1 docstring",
     "hpcscale/analysis/tables.py": "G1 docstring",
-    # the bundled TF programs' metrics.json schema (jobs/tf writes it, every existing run's file
-    # carries it): the key is interface; the report reads it through Framework.software
+    # metrics.json's schema (jobs/tf and jobs/torch write it, every existing run's file carries
+    # the flat provenance key `horovod`, the report reads it by that key via Framework.software).
+    # msgspec declares a file's fields statically and refuses unknown ones (a writer's typo
+    # fails); a generic `software` mapping nests the versions (a new file format, read twice
+    # forever), fields built from the registry at import (defstruct) only move the word and hide
+    # the schema, and a renamed field (`name=`) still spells it
     "hpcscale/formats/metrics.py": "kept: file-format field `horovod` (a version)",
-    "hpcscale/model/job_cli.py": "G3 TF program flags",
+    # the one contract between the renderer (frameworks/) and both bundled programs (jobs/): the
+    # only modules both may import are model/ and formats/ (jobs never import hpcscale.frameworks,
+    # hpcscale never imports jobs). The TF-only flags (the strategy value `horovod`, its help,
+    # --timeline's and --mark-cycles') in jobs/tf/ would be loaded by path by the renderer and by
+    # workloads.RESERVED, and imported by jobs/torch (which refuses them by name), or declared
+    # twice; respelling the help would only hide them
+    "hpcscale/model/job_cli.py": "kept: the TF programs' flags (shared renderer/job contract)",
     # the Horovod knob studies' texts (fusion, fp16, hierarchical) and the waits' meaning in
     # a timeline: shared with the metric rename (#30 images_per_s), left for after it
     "hpcscale/report/sections/knobs.py": "G4 knobs",
