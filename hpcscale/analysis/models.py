@@ -145,7 +145,7 @@ def parameter_server_bytes(
 
 
 def transfer_time_s(nbytes: npt.ArrayLike, bandwidth_gbs: npt.ArrayLike) -> np.ndarray:
-    """Seconds to move nbytes at bandwidth_gbs (1e9 bytes/s); with Horovod's bus bandwidth
+    """Seconds to move nbytes at bandwidth_gbs (1e9 bytes/s); with the trace's bus bandwidth
     (NCCL-tests convention, algbw * 2(P-1)/P) the ring time is ring bytes / bus bandwidth."""
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.asarray(nbytes, dtype=float) / (np.asarray(bandwidth_gbs, dtype=float) * 1e9)

@@ -20,6 +20,7 @@ from hpcscale.cli.common import (
 )
 from hpcscale.cli.tables import Col, Grid
 from hpcscale.model.errors import HpcscaleError
+from hpcscale.model.scaling_metric import COLUMN_OF_KIND
 from hpcscale.util.text import plural
 
 
@@ -170,7 +171,7 @@ def _print_collected(res: Any, rows: list[dict[str, Any]], with_timeline: bool) 
     if with_timeline:
         cols += ["comm_s", "exact_overlap_s"]
     metric = res.metric  # a command's own figure: named as the campaign names it
-    shown = {} if metric.usual else {metric.column: metric.name}
+    shown = {} if metric.usual else {COLUMN_OF_KIND[metric.kind]: metric.name}
     t = Grid(
         f"{res.campaign}: {plural(len(rows), 'run')}",
         [Col(shown.get(c, c), key=c == "run_id", right=c not in ("run_id", "model")) for c in cols],

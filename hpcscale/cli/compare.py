@@ -19,6 +19,7 @@ from hpcscale.cli.common import IncludeStaleOpt, WorkdirOpt, console, err_consol
 from hpcscale.cli.complete import campaign_names
 from hpcscale.cli.tables import Col, Grid
 from hpcscale.model.errors import HpcscaleError
+from hpcscale.model.scaling_metric import COLUMN_OF_KIND
 
 if TYPE_CHECKING:
     from hpcscale.report.compare import CompareResult
@@ -148,11 +149,11 @@ def _summary(result: CompareResult) -> Grid:
     # each (row, campaign)'s first value and change, looked up: filtering the tables once per
     # row and campaign took seconds for a sweep's hundreds of rows
     values: dict[tuple[Any, str], float] = {}
-    for key in zip(a["row"], a["campaign"], a[metric.column], strict=True):
+    for key in zip(a["row"], a["campaign"], a[COLUMN_OF_KIND[metric.kind]], strict=True):
         values.setdefault(key[:2], float(key[2]))
     d = result.differences
     hits: dict[tuple[Any, str], dict[str, Any]] = {}
-    for r in d[d["metric"] == metric.column].to_dict("records") if len(d) else []:
+    for r in d[d["metric"] == COLUMN_OF_KIND[metric.kind]].to_dict("records") if len(d) else []:
         hits.setdefault((r["row"], r["campaign"]), r)
     for row, b in base.iterrows():
         shown = [api.cell(values.get((row, n), math.nan)) for n in result.campaigns]

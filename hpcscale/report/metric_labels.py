@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from hpcscale.analysis.context import TableContext
-from hpcscale.model.scaling_metric import HEADING_OF_KIND, THROUGHPUT, ScalingMetric
+from hpcscale.model.scaling_metric import COLUMN_OF_KIND, HEADING_OF_KIND, THROUGHPUT, ScalingMetric
 from hpcscale.model.vocab import term
 from hpcscale.report.model import Section, Table
 
@@ -30,7 +30,7 @@ IMAGES_TEXT = "Images/s is the global throughput"
 
 def _pairs(metric: ScalingMetric) -> list[tuple[str, str]]:
     """(usual text, the metric's) in the order to replace them (longest first)."""
-    col = metric.column
+    col = COLUMN_OF_KIND[metric.kind]  # the copy the collector still makes (#30: going)
     if metric.kind == THROUGHPUT:
         return [
             (term(col).heading, metric.heading),  # figures: "Throughput (images/s)"
@@ -63,7 +63,9 @@ def relabel_frame(frame: pd.DataFrame, metric: ScalingMetric) -> pd.DataFrame:
     )
     if "Metric" in out.columns:
         said = out["Metric"].astype(object)
-        mine = said.isin([metric.column, *(old for old, _ in _pairs(metric))])
+        mine = said.isin(
+            [metric.column, COLUMN_OF_KIND[metric.kind], *(old for old, _ in _pairs(metric))]
+        )
         if mine.any():
             out = out.copy()
             out["Metric"] = said.where(
@@ -158,7 +160,7 @@ def unlike_metrics(
     for name, ctx in ctxs.items():
         if name == baseline or ctx.metric == base:
             continue
-        cols = {m.column for m in (base, ctx.metric) if not m.usual}
+        cols = {COLUMN_OF_KIND[m.kind] for m in (base, ctx.metric) if not m.usual}
         hit = (out["campaign"] == name) & out["metric"].isin(cols)
         why = f"not comparable ({baseline}: {base.heading}, {name}: {ctx.metric.heading})"
         out.loc[hit, "noise"] = why

@@ -68,15 +68,16 @@ def campaign_report(
     what travels beside the table (planned, unreadable, unfinished runs; none for a table
     known by its rows alone)."""
     ctx = context or TableContext()
-    cells = derive(runs, planned=ctx.planned_frame)
+    metric = ctx.metric  # what the campaign scales on: every table and figure is headed by it
+    cells = derive(runs, planned=ctx.planned_frame, metric=metric)
     cells[SOURCE] = cell_sources(cells, runs)  # which trace each cell's split came from
     flags = quality_flags(runs, ctx, cells)
     cells["flags"] = cell_flags(cells, flags)
     notes: list[str] = []
     results = check_references(cells, references) if references else []
     builders: list[Callable[[], Section | None]] = [
-        lambda: scaling_section(cells),
-        lambda: efficiency_section(cells),
+        lambda: scaling_section(cells, metric),
+        lambda: efficiency_section(cells, metric),
         lambda: overlap_section(cells),
         lambda: fusion_section(cells),
         lambda: precision_section(cells),
@@ -87,7 +88,7 @@ def campaign_report(
         lambda: target_section(runs, notes, targets),
         lambda: training_section(runs, notes),
         lambda: samples_section(runs, notes),
-        lambda: extrapolation_section(runs, cells, notes, max_nodes),
+        lambda: extrapolation_section(runs, cells, notes, max_nodes, metric),
         lambda: params_section(runs),
     ]
     builders.insert(0, lambda: command_section(runs, ctx.metric))  # a command's program first

@@ -328,5 +328,5 @@ def layout_section(cells: pd.DataFrame) -> Section | None:
 
 def _with_comparisons(tabs: list[Table], rows: pd.DataFrame, key: str) -> list[Table]:
     """A knob section's tables plus which setting is faster, only where the intervals say so."""
-    compare = comparison_table(rows, f"{key}_comparisons")
+    compare = comparison_table(rows, key=f"{key}_comparisons")
     return tabs if compare is None else [*tabs, compare]

@@ -347,13 +347,8 @@ HOROVOD_SEAMS = (
 )
 STILL_NAMING: dict[str, str] = {
     "hpcscale/__init__.py": "G1 docstring",
-    "hpcscale/analysis/__init__.py": "G1 docstring",
-    "hpcscale/analysis/extrapolate.py": "G1 docstring",
-    "hpcscale/analysis/models.py": "G1 docstring",
     "hpcscale/analysis/overlap.py": "G2 trace columns",
     "hpcscale/analysis/studies.py": "kept: literature citations, named as each study was run",
-    "hpcscale/analysis/sweeps.py": "G1 docstring",
-    "hpcscale/analysis/tables.py": "G1 docstring",
     "hpcscale/api.py": "G6 trace plumbing",
     "hpcscale/cli/collect.py": "G6 trace plumbing",
     "hpcscale/cli/main.py": "G8 help",
