@@ -78,13 +78,13 @@ def campaign_report(
     builders: list[Callable[[], Section | None]] = [
         lambda: scaling_section(cells, metric),
         lambda: efficiency_section(cells, metric),
-        lambda: overlap_section(cells),
+        lambda: overlap_section(cells, metric),
         lambda: fusion_section(cells),
         lambda: precision_section(cells),
         lambda: hierarchical_section(cells),
-        lambda: batch_section(cells, runs, targets),
-        lambda: iteration_section(cells, runs),
-        lambda: layout_section(cells),
+        lambda: batch_section(cells, runs, targets, metric),
+        lambda: iteration_section(cells, runs, metric),
+        lambda: layout_section(cells, metric),
         lambda: target_section(runs, notes, targets),
         lambda: training_section(runs, notes),
         lambda: samples_section(runs, notes),
@@ -93,7 +93,7 @@ def campaign_report(
     ]
     builders.insert(0, lambda: command_section(runs, ctx.metric))  # a command's program first
     sections = [s for s in (b() for b in builders) if s is not None]
-    sections = [relabel_section(mark_cell_tables(s, cells), ctx.metric) for s in sections]
+    sections = [relabel_section(mark_cell_tables(s, cells, metric), ctx.metric) for s in sections]
     sections.append(quality_section(runs, flags, ctx))
     if references:
         sections.append(references_section(results))
