@@ -20,7 +20,6 @@ from hpcscale.cli.common import (
 )
 from hpcscale.cli.tables import Col, Grid
 from hpcscale.model.errors import HpcscaleError
-from hpcscale.model.scaling_metric import COLUMN_OF_KIND
 from hpcscale.util.text import plural
 
 
@@ -167,14 +166,14 @@ def collect(
 
 
 def _print_collected(res: Any, rows: list[dict[str, Any]], with_timeline: bool) -> None:
-    cols = ["run_id", "model", "nodes", "ranks", "global_batch", "epoch_time_s", "images_per_s"]
+    metric = res.metric  # a command's own figure: its own column, named as the campaign names it
+    cols = ["run_id", "model", "nodes", "ranks", "global_batch"]
+    cols += [metric.time_column, metric.throughput_column]
     if with_timeline:
         cols += ["comm_s", "exact_overlap_s"]
-    metric = res.metric  # a command's own figure: named as the campaign names it
-    shown = {} if metric.usual else {COLUMN_OF_KIND[metric.kind]: metric.name}
     t = Grid(
         f"{res.campaign}: {plural(len(rows), 'run')}",
-        [Col(shown.get(c, c), key=c == "run_id", right=c not in ("run_id", "model")) for c in cols],
+        [Col(c, key=c == "run_id", right=c not in ("run_id", "model")) for c in cols],
     )
     for row in sorted(rows, key=lambda r: (str(r.get("model")), r.get("ranks") or 0)):
         t.add_row(*(_cell(row.get(c)) for c in cols))

@@ -25,7 +25,6 @@ from hpcscale.analysis.derive import derive
 from hpcscale.analysis.overlap import SOURCE, cell_sources
 from hpcscale.analysis.quality import cell_flags, quality_flags
 from hpcscale.analysis.references import Reference, check_references
-from hpcscale.report.metric_labels import relabel_section
 from hpcscale.report.model import CampaignReport, Section
 from hpcscale.report.sections.command import command_section
 from hpcscale.report.sections.iteration import iteration_section
@@ -93,7 +92,7 @@ def campaign_report(
     ]
     builders.insert(0, lambda: command_section(runs, ctx.metric))  # a command's program first
     sections = [s for s in (b() for b in builders) if s is not None]
-    sections = [relabel_section(mark_cell_tables(s, cells, metric), ctx.metric) for s in sections]
+    sections = [mark_cell_tables(s, cells, metric) for s in sections]
     sections.append(quality_section(runs, flags, ctx))
     if references:
         sections.append(references_section(results))

@@ -9,9 +9,11 @@ import pandas as pd
 
 from hpcscale.analysis.intervals import (
     LEVEL,
+    MEDIAN_METHOD,
     interval,
     labelled,
     median_rank,
+    method_of,
     note,
     pct,
     repeats_needed,
@@ -46,8 +48,12 @@ _COMPARED: FrameMemo[pd.DataFrame] = FrameMemo(lambda frame: frame.copy(), by_va
 def method_text(cells: pd.DataFrame, metric: ScalingMetric = BUNDLED_METRIC) -> str | None:
     """The paragraph explaining the intervals over repeats, with the levels and false-call
     rates of the repeat counts these cells have; None when no cell has an interval."""
-    folded = (metric.throughput_column, metric.time_column)
-    lows = [f"{m}_lo" for m in folded if f"{m}_lo" in cells.columns]
+    # the medians' intervals: the metric's time and throughput, or every campaign's (compare)
+    lows = [
+        c
+        for c in cells.columns
+        if isinstance(c, str) and c.endswith("_lo") and method_of(c[:-3]) == MEDIAN_METHOD
+    ]
     if not any(cells[c].notna().any() for c in lows):
         return None
     counts = sorted({*COUNTS_SHOWN, *(int(n) for n in cells["repeats"] if n >= 2)})
@@ -55,8 +61,8 @@ def method_text(cells: pd.DataFrame, metric: ScalingMetric = BUNDLED_METRIC) -> 
     had = sorted({int(n) for n in cells["repeats"] if n >= 2})
     calls = ", ".join(f"{pct(false_call_rate(n, n))} of the time with {n} each" for n in had)
     return (
-        "Intervals over repeats state the level they really have. A cell's images/s and epoch "
-        "time: the order-statistic interval of the median, [x₍ₖ₎, x₍ₙ₊₁₋ₖ₎] of its n sorted "
+        f"Intervals over repeats state the level they really have. A cell's {_medians(metric)}: "
+        "the order-statistic interval of the median, [x₍ₖ₎, x₍ₙ₊₁₋ₖ₎] of its n sorted "
         "repeats, which holds the true median with a probability the binomial distribution "
         "fixes whatever the shape of the noise (outliers and skew included): "
         f"{levels} repeats. {pct(LEVEL)} needs at least {repeats_needed(LEVEL)} repeats; with "
@@ -68,6 +74,17 @@ def method_text(cells: pd.DataFrame, metric: ScalingMetric = BUNDLED_METRIC) -> 
         "Two cells are called different only when their intervals do not overlap: two cells "
         f"of one true speed are then called different {calls} (order statistics, exact), under "
         "1 % with two Welch intervals (simulated)."
+    )
+
+
+def _medians(metric: ScalingMetric) -> str:
+    """How the text names the figures folded into medians: "images/s and epoch time", or the
+    campaign's own metric in its place."""
+    thr = metric.throughput_heading
+    time = metric.time_name
+    return (
+        f"{'images/s' if thr == 'Images/s' else thr} and "
+        f"{'epoch time' if time == 'Epoch time' else time}"
     )
 
 

@@ -4,6 +4,7 @@ table's heading come from it. Expected values are hand arithmetic on the rows be
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 
@@ -36,7 +37,7 @@ def _runs(scaling: str, column: str, values: dict[int, float]) -> pd.DataFrame:
                 "command": "python prog.py",
                 column: value,
                 "figure_metric": column,
-                "figure_kind": TIME if column == "elapsed" else "throughput",
+                "figure_kind": TIME if column in ("elapsed", "step_ms") else "throughput",
                 "metric_units": json.dumps({column: "x"}),
             }
         )
@@ -73,3 +74,20 @@ def test_a_bundled_metric_is_images_per_s_by_default() -> None:
     cells = derive(runs, axis="ranks").set_index("ranks")
     assert cells.loc[2, "speedup"] == pytest.approx(1.5)
     assert "Images/s" in tables.scaling_table(cells.reset_index()).columns
+
+
+def test_figures_are_drawn_with_the_metrics_own_labels_and_nothing_relabels_them() -> None:
+    """The axis says the metric's name and unit from the start (a `time:` metric in the unit
+    its extractor declares, never converted to seconds); the module that rewrote finished
+    tables and figures by string replacement is gone."""
+    from hpcscale.report import figures
+
+    runs = _runs("weak", "samples_per_s", {1: 25.0, 2: 45.0})
+    cells = derive(runs, axis="ranks", metric=SAMPLES)
+    fig = figures.throughput(cells, "samples_per_s", SAMPLES)
+    assert [ax.get_ylabel() for ax in fig.axes if ax.get_ylabel()] == ["samples_per_s (samples/s)"]
+    step = ScalingMetric("step_ms", "ms", TIME, command=True)
+    timed = derive(_runs("strong", "step_ms", {1: 40.0, 2: 22.0}), axis="ranks", metric=step)
+    fig = figures.throughput(timed, "step_ms", step)
+    assert [ax.get_ylabel() for ax in fig.axes if ax.get_ylabel()] == ["step_ms (ms)"]
+    assert importlib.util.find_spec("hpcscale.report.metric_labels") is None
