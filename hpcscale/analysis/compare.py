@@ -308,12 +308,17 @@ def differences(
         b = base[r["row"]]
         unlike = _unlike(own, baseline, str(r["campaign"]))
         for m, higher in higher_is_better.items():
-            a_val, c_val = float(b[m]), float(r[m])
+            theirs = m
+            if unlike is not None and m in unlike[0]:
+                if m not in unlike[2]:  # the other campaign's own column: said on the baseline's
+                    continue
+                theirs = unlike[2][m]  # its figure in the same role (throughput, time)
+            a_val, c_val = float(b[m]), float(r[theirs])
             if math.isnan(a_val) and math.isnan(c_val):
                 continue
             change = (c_val - a_val) / a_val if a_val else np.nan
             apart = incomparable(b, r, m)
-            if unlike is not None and m not in RELATIVE and m in unlike[0]:
+            if unlike is not None and m in unlike[0]:
                 # two different quantities: no change, no verdict, never a regression
                 noise, better, change = unlike[1], None, np.nan
             elif math.isnan(a_val) or math.isnan(c_val):
@@ -346,16 +351,20 @@ def differences(
 
 def _unlike(
     own: Mapping[str, ScalingMetric], baseline: str, campaign: str
-) -> tuple[set[str], str] | None:
+) -> tuple[set[str], str, dict[str, str]] | None:
     """When two campaigns scale on different metrics (samples/s against images/s, a `time:`
     metric against an epoch time): the columns that then hold different quantities (each
-    metric's own, and a column only one of them compares) and why; None when they agree."""
+    metric's own, and a column only one of them compares), why, and the baseline's such
+    columns -> the other's in the same role (each pair is one row, not compared); None when
+    they agree."""
     a, c = own.get(baseline), own.get(campaign)
     if a is None or c is None or a == c:
         return None
     mine, theirs = {a.throughput_column, a.time_column}, {c.throughput_column, c.time_column}
     cols = (mine ^ theirs) | {m.name for m in (a, c) if not m.usual}
-    return cols, f"not comparable ({baseline}: {a.heading}, {campaign}: {c.heading})"
+    pair = {a.throughput_column: c.throughput_column, a.time_column: c.time_column}
+    said = f"not comparable ({baseline}: {a.heading}, {campaign}: {c.heading})"
+    return cols, said, {m: o for m, o in pair.items() if m in cols}
 
 
 def incomparable(base: Mapping[str, Any], row: Mapping[str, Any], metric: str) -> str | None:

@@ -60,8 +60,9 @@ def method_text(cells: pd.DataFrame, metric: ScalingMetric = BUNDLED_METRIC) -> 
     levels = ", ".join(f"{pct(median_rank(n)[1])} with {n}" for n in counts)
     had = sorted({int(n) for n in cells["repeats"] if n >= 2})
     calls = ", ".join(f"{pct(false_call_rate(n, n))} of the time with {n} each" for n in had)
+    medians = _medians(cells, metric)
     return (
-        f"Intervals over repeats state the level they really have. A cell's {_medians(metric)}: "
+        f"Intervals over repeats state the level they really have. A cell's {medians}: "
         "the order-statistic interval of the median, [x₍ₖ₎, x₍ₙ₊₁₋ₖ₎] of its n sorted "
         "repeats, which holds the true median with a probability the binomial distribution "
         "fixes whatever the shape of the noise (outliers and skew included): "
@@ -77,15 +78,17 @@ def method_text(cells: pd.DataFrame, metric: ScalingMetric = BUNDLED_METRIC) -> 
     )
 
 
-def _medians(metric: ScalingMetric) -> str:
+def _medians(cells: pd.DataFrame, metric: ScalingMetric) -> str:
     """How the text names the figures folded into medians: "images/s and epoch time", or the
-    campaign's own metric in its place."""
+    campaign's own metric in its place (only those with an interval, when one has none)."""
     thr = metric.throughput_heading
     time = metric.time_name
-    return (
-        f"{'images/s' if thr == 'Images/s' else thr} and "
-        f"{'epoch time' if time == 'Epoch time' else time}"
-    )
+    said = {
+        metric.throughput_column: "images/s" if thr == "Images/s" else thr,
+        metric.time_column: "epoch time" if time == "Epoch time" else time,
+    }
+    shown = [n for c, n in said.items() if f"{c}_lo" in cells and cells[f"{c}_lo"].notna().any()]
+    return " and ".join(shown or said.values())
 
 
 def comparisons(cells: pd.DataFrame, metric: ScalingMetric = BUNDLED_METRIC) -> pd.DataFrame:
