@@ -9,7 +9,7 @@ import pandas as pd
 from hpcscale.analysis.baseline import AGG_METRICS, BASED, aggregate_repeats, with_baseline
 from hpcscale.analysis.frame import check_axis, default_axis, normalise
 from hpcscale.analysis.intervals import with_intervals
-from hpcscale.analysis.metric import extra_metrics, scaled_on
+from hpcscale.analysis.metric import extra_metrics, frame_metric, scaled_on
 from hpcscale.analysis.models import karp_flatt
 from hpcscale.analysis.overlap import with_overlap
 from hpcscale.analysis.resolution import cell_resolution, efficiency_tolerance
@@ -30,10 +30,10 @@ def derive(
     the campaign planned, normalised (TableContext.planned_frame, from the collector), so a
     group's baseline is the smallest size planned even when it has no result; None for a table
     that does not say (a notebook's own). `metric`: what the campaign scales on (its
-    TableContext.metric; images/s by default), whose time and throughput columns the speedup,
-    efficiency and intervals key on."""
-    metric = metric_of(metric)
+    TableContext.metric; by default the one the rows were collected on, `frame_metric`), whose
+    time and throughput columns the speedup, efficiency and intervals key on."""
     runs = with_throughput(normalise(df))
+    metric = metric_of(metric) if metric is not None else frame_metric(runs)
     # the axis the campaign varies, even when only one of its sizes has a result
     axis = check_axis(axis or default_axis(runs if planned is None else planned))
     # a command's own metrics (samples_per_s, ...) are folded too: references may check them

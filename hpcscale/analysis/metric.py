@@ -13,6 +13,19 @@ import pandas as pd
 from hpcscale.model.scaling_metric import KINDS, THROUGHPUT, TIME, ScalingMetric, metric_of
 
 
+def frame_metric(frame: pd.DataFrame) -> ScalingMetric:
+    """The scaling metric a run table's rows were collected on, as they say it (the first
+    command row's `figure_metric`, `figure_unit`, `figure_kind`: ScalingMetric.of_rows), else
+    images/s: what analysis keys on when the caller names none (a notebook's own table)."""
+    if "figure_metric" not in frame.columns:
+        return metric_of(None)
+    named = frame["figure_metric"].map(lambda v: isinstance(v, str) and bool(v))
+    if not named.any():
+        return metric_of(None)
+    cols = [c for c in ("figure_metric", "figure_unit", "figure_kind") if c in frame.columns]
+    return ScalingMetric.of_rows(frame.loc[named, cols].head(1).to_dict("records"))
+
+
 def command_rows(frame: pd.DataFrame) -> pd.Series:
     """True for the rows (runs or cells) of a command workload: they carry its command."""
     if "command" not in frame.columns:

@@ -102,9 +102,9 @@ def fit_amdahl(n: npt.ArrayLike, time_s: npt.ArrayLike, relative: bool = True) -
     return _fit("amdahl", n, time_s, relative)
 
 
-def fit_gustafson(n: npt.ArrayLike, images_per_s: npt.ArrayLike, relative: bool = True) -> LawFit:
+def fit_gustafson(n: npt.ArrayLike, throughput: npt.ArrayLike, relative: bool = True) -> LawFit:
     """Fit X(N) = a + b * N to weak-scaling throughputs."""
-    return _fit("gustafson", n, images_per_s, relative)
+    return _fit("gustafson", n, throughput, relative)
 
 
 def amdahl_speedup(serial_fraction: float, n: npt.ArrayLike) -> np.ndarray:

@@ -37,7 +37,9 @@ if TYPE_CHECKING:
 
 @styled
 def throughput(
-    cells: pd.DataFrame, metric: str = "images_per_s", scaling: ScalingMetric = BUNDLED_METRIC
+    cells: pd.DataFrame,
+    metric: str = BUNDLED_METRIC.throughput_column,
+    scaling: ScalingMetric = BUNDLED_METRIC,
 ) -> Figure | None:
     """Images/s (or the column `metric`: a command's own, a `time:` campaign's time, axis
     labelled by the campaign's `scaling` metric) against the scaled axis, one

@@ -22,6 +22,7 @@ import pandas as pd
 
 from hpcscale.analysis.context import TableContext
 from hpcscale.analysis.derive import derive
+from hpcscale.analysis.metric import frame_metric
 from hpcscale.analysis.overlap import SOURCE, cell_sources
 from hpcscale.analysis.quality import cell_flags, quality_flags
 from hpcscale.analysis.references import Reference, check_references
@@ -67,7 +68,9 @@ def campaign_report(
     what travels beside the table (planned, unreadable, unfinished runs; none for a table
     known by its rows alone)."""
     ctx = context or TableContext()
-    metric = ctx.metric  # what the campaign scales on: every table and figure is headed by it
+    # what the campaign scales on (a table of its own: as its rows say): every table and figure
+    # is headed by it
+    metric = ctx.metric if context is not None else frame_metric(runs)
     cells = derive(runs, planned=ctx.planned_frame, metric=metric)
     cells[SOURCE] = cell_sources(cells, runs)  # which trace each cell's split came from
     flags = quality_flags(runs, ctx, cells)
@@ -90,7 +93,7 @@ def campaign_report(
         lambda: extrapolation_section(runs, cells, notes, max_nodes, metric),
         lambda: params_section(runs),
     ]
-    builders.insert(0, lambda: command_section(runs, ctx.metric))  # a command's program first
+    builders.insert(0, lambda: command_section(runs, metric))  # a command's program first
     sections = [s for s in (b() for b in builders) if s is not None]
     sections = [mark_cell_tables(s, cells, metric) for s in sections]
     sections.append(quality_section(runs, flags, ctx))
@@ -98,4 +101,4 @@ def campaign_report(
         sections.append(references_section(results))
     if provenance is not None:
         sections.append(provenance)
-    return CampaignReport(name, description, sections, runs, cells, results, notes, ctx.metric)
+    return CampaignReport(name, description, sections, runs, cells, results, notes, metric)

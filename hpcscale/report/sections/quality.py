@@ -42,8 +42,6 @@ _CUT_NOTE = re.compile(r"\S+ (covers \d+ % of the timed window|ends in a cut rec
 # Display column -> cell column, for matching a table's rows back to their cells.
 _MATCH: dict[str, str] = {
     "Model": "model",
-    "Epoch time (s)": "epoch_time_s",
-    "Images/s": "images_per_s",
     "Speedup": "speedup",
     "Efficiency": "efficiency",
 }
@@ -139,10 +137,12 @@ def mark_flagged(
 
 def _match(metric: ScalingMetric) -> dict[str, str]:
     """_MATCH with the time and throughput headed and keyed as `metric` heads them."""
-    out = {k: v for k, v in _MATCH.items() if v not in ("epoch_time_s", "images_per_s")}
-    out[metric.time_heading] = metric.time_column
-    out[metric.throughput_heading] = metric.throughput_column
-    return out
+    return {
+        "Model": "model",
+        metric.time_heading: metric.time_column,
+        metric.throughput_heading: metric.throughput_column,
+        **{k: v for k, v in _MATCH.items() if k != "Model"},
+    }
 
 
 def mark_cell_tables(

@@ -115,7 +115,7 @@ def metric_text(metric: ScalingMetric) -> str:
 
 def interval_note(
     cells: pd.DataFrame,
-    metrics: tuple[str, ...] = ("images_per_s", "speedup", "efficiency"),
+    metrics: tuple[str, ...] = (BUNDLED_METRIC.throughput_column, "speedup", "efficiency"),
     metric: ScalingMetric = BUNDLED_METRIC,
 ) -> str:
     """What the table's interval columns (`metrics`) are: method and level, or that there are
@@ -127,7 +127,9 @@ def interval_note(
 
 
 def _bars(
-    cells: pd.DataFrame, column: str = "images_per_s", metric: ScalingMetric = BUNDLED_METRIC
+    cells: pd.DataFrame,
+    column: str = BUNDLED_METRIC.throughput_column,
+    metric: ScalingMetric = BUNDLED_METRIC,
 ) -> str:
     """What a figure's error bars are: the column's interval (method, level) or none."""
     return note(cells, (column,), scaling_metric=metric) or "none (no interval without repeats)."
