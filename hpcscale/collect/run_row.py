@@ -51,6 +51,10 @@ NAN = float("nan")
 # a command's strategy column unless its launcher implies one: not run.json's default (empty,
 # yet a groupable value)
 NO_STRATEGY = ""
+# The frameworks' own knobs (fusion, cycle time, fp16, hierarchical, DDP's buckets, ...): a
+# command's row has one only where its campaign set it. Not cross_device_ops, which names a
+# strategy's reduction beside `strategy` and `mpi` (analysis.strategies reads the three).
+OWN_KNOBS: tuple[str, ...] = tuple(k for k in KNOB_DEFAULTS if k != "cross_device_ops")
 
 
 class RunProblem(Exception):
@@ -88,8 +92,8 @@ def run_fields(rec: RunRecord) -> dict[str, Any]:
             fields["strategy"] = NO_STRATEGY
         # a framework's knobs only where the campaign set them (a command may sweep the
         # borrowed framework's): no default of a framework the program may not use
-        for knob, default in KNOB_DEFAULTS.items():
-            if knob in fields and fields[knob] == default:
+        for knob in OWN_KNOBS:
+            if knob in fields and fields[knob] == KNOB_DEFAULTS[knob]:
                 del fields[knob]
     return {**fields, **args_as_columns(rec.args)}
 

@@ -26,11 +26,10 @@ from hpcscale.analysis import (
     TIMELINE_COLUMNS,
 )
 from hpcscale.analysis.frame import measured
-from hpcscale.collect.run_row import TIMELINE_EXTRA
+from hpcscale.collect.run_row import OWN_KNOBS, TIMELINE_EXTRA
 from hpcscale.formats.atomic import atomic_write
 from hpcscale.model.errors import UsageError
 from hpcscale.model.registry import framework_of
-from hpcscale.model.run import KNOB_DEFAULTS
 from hpcscale.model.scaling_metric import COLUMN_OF_KIND, KINDS, THROUGHPUT
 from hpcscale.model.vocab import CONTENTION_COLUMNS, QUALITY_COLUMNS, arg_columns
 from hpcscale.state.paths import campaign_dir, select_campaigns
@@ -90,7 +89,7 @@ def frame_of(rows: list[dict[str, Any]]):  # -> pd.DataFrame
     df = pd.DataFrame(rows)
     cols = [c for c in COLUMNS if c not in df.columns]
     if rows and all(r.get("command") for r in rows):  # a framework's knobs none of them set
-        cols = [c for c in cols if c not in KNOB_DEFAULTS]
+        cols = [c for c in cols if c not in OWN_KNOBS]
     for c in cols:
         df[c] = None if c in LIST_COLUMNS else NAN
     args = list(arg_columns(df.columns))
