@@ -7,7 +7,8 @@ Input frame contract (column names are exact; `frame.normalise` fills the option
 Run fields (from `run.json`)
     run_id, campaign, system, program, model, scaling ('weak' | 'strong' | 'none'), device
     ('cpu' | 'gpu'), nodes, tasks_per_node, threads_per_task, gpus_per_node, replicas_per_task,
-    ranks, batch_per_rank, global_batch, strategy ('horovod' | 'mirrored'), cross_device_ops
+    ranks, batch_per_rank, global_batch, strategy (one of model.registry.STRATEGIES),
+    cross_device_ops
     ('nccl' | 'reduce_to_one' | 'hierarchical_copy' | None), mpi, fusion_threshold_mb,
     cycle_time_ms, fp16_allreduce, hierarchical_allreduce, mixed_precision, launcher, epochs,
     timeline, mark_cycles, time_limit_min, repeat

@@ -17,6 +17,7 @@ import pandas as pd
 
 from hpcscale.analysis import EXACT_COLUMNS, METRIC_COLUMNS, TIMELINE_COLUMNS
 from hpcscale.analysis.frame import check_axis
+from hpcscale.model.scaling_metric import EPOCH_TIME_S, IMAGES_PER_S
 from hpcscale.model.vocab import CELL_FIELDS, arg_columns, cell_keys
 
 # With nodes as the axis the per-node layout must match; with ranks or GPUs it is what varies.
@@ -44,6 +45,9 @@ SHARED: tuple[str, ...] = tuple(f for f in CELL_FIELDS if f not in SCALED)
 # (`vocab.cell_keys(df.columns)`, which every function here uses).
 CELL_KEYS: tuple[str, ...] = CELL_FIELDS
 AGG_METRICS: tuple[str, ...] = (*METRIC_COLUMNS, *TIMELINE_COLUMNS, *EXACT_COLUMNS)
+# The columns every cell carries its group baseline's value of (`base_<m>`): the bundled
+# programs' time and throughput; derive adds the campaign's scaling metric's own.
+BASED: tuple[str, ...] = (EPOCH_TIME_S, IMAGES_PER_S)
 
 
 def shared_keys(columns: Iterable[object] = ()) -> list[str]:
@@ -117,7 +121,7 @@ def group_ids(df: pd.DataFrame, axis: str) -> pd.Series:
 def with_baseline(
     agg: pd.DataFrame,
     axis: str,
-    metrics: Sequence[str] = ("epoch_time_s", "images_per_s"),
+    metrics: Sequence[str] = BASED,
     planned: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """Add `group`, `axis` (its name), `axis_value`, `base_axis_value`, `scale` (= axis value /

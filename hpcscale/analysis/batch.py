@@ -3,8 +3,9 @@ per iteration against the batch (seed 003's Goyal et al. Fig. 7). Pure functions
 cells and the collector's run table.
 
 Speedup is relative to the smallest batch of each sweep (cells equal in everything but the
-batch): on throughput, images/s over the baseline's; to a training target, the baseline's wall
-time to the target over the cell's (seed 000 timed 16/32/64 to the same target loss).
+batch): on throughput (the campaign's scaling metric's), over the baseline's; to a training
+target, the baseline's wall time to the target over the cell's (seed 000 timed 16/32/64 to the
+same target loss).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import pandas as pd
 from hpcscale.analysis.frame import FrameError, normalise
 from hpcscale.analysis.sweeps import batch_sweep, scaled_groups
 from hpcscale.analysis.targets import campaign_targets
+from hpcscale.model.scaling_metric import ScalingMetric, metric_of
 from hpcscale.model.targets import TargetSpec
 from hpcscale.model.vocab import cell_keys
 
@@ -36,10 +38,14 @@ def sweep_ids(cells: pd.DataFrame, free: Sequence[str] = BATCH_COLUMNS) -> pd.Se
 
 
 def batch_speedups(
-    cells: pd.DataFrame, runs: pd.DataFrame | None = None, specs: Sequence[TargetSpec] = ()
+    cells: pd.DataFrame,
+    runs: pd.DataFrame | None = None,
+    specs: Sequence[TargetSpec] = (),
+    metric: ScalingMetric | str | None = None,
 ) -> pd.DataFrame:
     """One row per (batch-sweep cell, measure): the cell's columns plus `sweep`, `measure`
-    ('throughput', or 'time to <target>'), `value` (images/s, or s to the target),
+    ('throughput', or 'time to <target>'), `value` (`metric`'s throughput: images/s by default,
+    or s to the target),
     `base_value` (the sweep's smallest batch's), `speedup` and `vs_previous` (the gain over the
     next smaller batch, as a fraction: seed 000's "6 % for doubling the batch").
 
@@ -53,7 +59,9 @@ def batch_speedups(
         return pd.DataFrame(columns=[*cells.columns, "sweep", *MEASURE_COLUMNS])
     rows = rows.assign(sweep=sweep_ids(rows).to_numpy())
     rows = rows.sort_values(["sweep", "batch_per_rank", "global_batch"], kind="stable")
-    parts = [_measure(rows, THROUGHPUT, rows["images_per_s"], higher_is_better=True)]
+    parts = [
+        _measure(rows, THROUGHPUT, rows[metric_of(metric).throughput_column], higher_is_better=True)
+    ]
     for name, times in _target_times(rows, runs, specs).items():
         parts.append(_measure(rows, f"time to {name}", times, higher_is_better=False))
     return pd.concat(parts, ignore_index=True)

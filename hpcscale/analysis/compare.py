@@ -9,7 +9,7 @@ alignment with NaN metrics and its flags, so a gap is shown as a gap, never drop
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,6 +25,7 @@ from hpcscale.analysis.noise import verdict
 from hpcscale.analysis.overlap import SOURCE, UNKNOWN_SOURCE, cell_sources
 from hpcscale.analysis.quality import Flag, cell_flags, quality_flags
 from hpcscale.model.errors import UsageError
+from hpcscale.model.scaling_metric import BUNDLED_METRIC, ScalingMetric
 from hpcscale.model.vocab import CELL_FIELDS, KNOBS, arg_columns, cell_keys
 
 # Metrics compared, and whether a higher value is better (throughput, speedup and efficiency
@@ -36,6 +37,19 @@ HIGHER_IS_BETTER: dict[str, bool] = {
     "epoch_time_s": False,
 }
 METRICS: tuple[str, ...] = tuple(HIGHER_IS_BETTER)
+
+
+def measures(metrics: Iterable[ScalingMetric] = ()) -> dict[str, bool]:
+    """The columns compared, and whether higher is better, for campaigns on `metrics` (their
+    scaling metrics): each one's throughput, speedup, efficiency, each one's time
+    (HIGHER_IS_BETTER for the bundled programs' images/s)."""
+    ms = list(dict.fromkeys(metrics)) or [BUNDLED_METRIC]
+    out = {m.throughput_column: True for m in ms}
+    out.update(speedup=True, efficiency=True)
+    out.update({m.time_column: False for m in ms if m.time_column not in out})
+    return out
+
+
 # Fields a cell may differ in besides the axis: matched between campaigns when they vary at a
 # size within a campaign (a sweep); fields fixed within each campaign are what tells them apart.
 # Every other cell field but the campaign and its system (named apart), and every workload
@@ -72,10 +86,11 @@ class Regression:
     value: float
     change: float  # relative: (value - baseline) / baseline
     tolerance: float
+    higher_is_better: bool = True
 
     @property
     def message(self) -> str:
-        worse = "lower" if HIGHER_IS_BETTER[self.metric] else "higher"
+        worse = "lower" if self.higher_is_better else "higher"
         return (
             f"{self.campaign}: {self.metric} at {self.cell} regressed from "
             f"{self.baseline_value:.4g} ({self.baseline}) to {self.value:.4g} "
@@ -126,7 +141,7 @@ def campaign_cells(
     caller), plus a row (NaN metrics, its flags) per planned cell (`ctx.planned`) with no result."""
     ctx = ctx or TableContext()
     plan = ctx.planned_frame
-    cells = derive(runs, axis, planned=plan)
+    cells = derive(runs, axis, planned=plan, metric=ctx.metric)
     cells[SOURCE] = cell_sources(cells, runs)  # which trace each cell's communication is from
     for f in WORKLOAD_FIELDS:
         if f not in cells.columns and {f, "run_id"} <= set(runs.columns) and len(cells):
@@ -207,14 +222,18 @@ def differing_at_rows(
     return out
 
 
-def align(cells: Mapping[str, pd.DataFrame], axis: str) -> tuple[pd.DataFrame, list[str]]:
+def align(
+    cells: Mapping[str, pd.DataFrame], axis: str, metrics: Iterable[str] = METRICS
+) -> tuple[pd.DataFrame, list[str]]:
     """One row per (campaign, aligned row): `row` (shared by the campaigns' matching cells),
-    `campaign`, `cell` (its label), the axis value, the match keys, METRICS with `_lo`/`_hi`
+    `campaign`, `cell` (its label), the axis value, the match keys, `metrics` (`measures`
+    of the campaigns' scaling metrics: METRICS for images/s) with `_lo`/`_hi`
     (`_level`: the interval's own), the measured communication (`comm_s`, `comm_share`,
     `trace_source`), `flags`, `repeats`, `base_repeats`; and the match keys.
     Every row appears for every campaign: NaN metrics (and `present` False) where a campaign
     has no measured such cell."""
     keys = match_keys(cells, axis)
+    metrics = tuple(metrics)
     cols = ["axis_value", *keys]
     entries: dict[tuple, dict[str, dict]] = {}
     for name, frame in cells.items():
@@ -229,7 +248,7 @@ def align(cells: Mapping[str, pd.DataFrame], axis: str) -> tuple[pd.DataFrame, l
             row: dict[str, Any] = {"row": i, "campaign": name, "cell": label}
             row.update(zip(cols, k, strict=True))
             row["present"] = r is not None and int(r.get("repeats") or 0) > 0
-            for m in METRICS:
+            for m in metrics:
                 lo, hi = interval(r, m) if r is not None else (np.nan, np.nan)
                 row[m] = float(r[m]) if r is not None and m in r else np.nan
                 row[f"{m}_lo"], row[f"{m}_hi"] = lo, hi
@@ -268,25 +287,41 @@ def _float(value: Any) -> float:
 
 
 def differences(
-    aligned: pd.DataFrame, baseline: str, tolerance: float = DEFAULT_TOLERANCE
+    aligned: pd.DataFrame,
+    baseline: str,
+    tolerance: float = DEFAULT_TOLERANCE,
+    higher_is_better: Mapping[str, bool] = HIGHER_IS_BETTER,
+    metrics: Mapping[str, ScalingMetric] | None = None,
 ) -> pd.DataFrame:
     """Per later campaign, aligned row and metric: baseline and campaign values, the relative
     change, `noise` ('within noise', 'beyond noise', 'no interval'; or, not compared: 'missing'
     when one side has no value, 'different baseline (nodes=1 vs 2)' for speedup and efficiency
     measured against different sizes, 'not comparable (dataset_size differs)' for epoch times of
-    different work), `better` (True/False, None unless beyond noise) and `regressed`: worse by
-    more than `tolerance` (relative) and beyond noise."""
+    different work, or of two campaigns' different scaling metrics: `metrics`, campaign -> its
+    own), `better` (True/False, None unless beyond noise) and `regressed`: worse by more than
+    `tolerance` (relative) and beyond noise. The columns compared are `higher_is_better`'s
+    (`measures`)."""
+    own = metrics or {}
     out = []
     base = {b["row"]: b for b in aligned[aligned["campaign"] == baseline].to_dict("records")}
     for r in aligned[aligned["campaign"] != baseline].to_dict("records"):  # no Series per row
         b = base[r["row"]]
-        for m, higher in HIGHER_IS_BETTER.items():
-            a_val, c_val = float(b[m]), float(r[m])
+        unlike = _unlike(own, baseline, str(r["campaign"]))
+        for m, higher in higher_is_better.items():
+            theirs = m
+            if unlike is not None and m in unlike[0]:
+                if m not in unlike[2]:  # the other campaign's own column: said on the baseline's
+                    continue
+                theirs = unlike[2][m]  # its figure in the same role (throughput, time)
+            a_val, c_val = float(b[m]), float(r[theirs])
             if math.isnan(a_val) and math.isnan(c_val):
                 continue
             change = (c_val - a_val) / a_val if a_val else np.nan
             apart = incomparable(b, r, m)
-            if math.isnan(a_val) or math.isnan(c_val):
+            if unlike is not None and m in unlike[0]:
+                # two different quantities: no change, no verdict, never a regression
+                noise, better, change = unlike[1], None, np.nan
+            elif math.isnan(a_val) or math.isnan(c_val):
                 noise, better = "missing", None
             elif apart:
                 noise, better = apart, None
@@ -312,6 +347,24 @@ def differences(
                 }
             )
     return pd.DataFrame(out)
+
+
+def _unlike(
+    own: Mapping[str, ScalingMetric], baseline: str, campaign: str
+) -> tuple[set[str], str, dict[str, str]] | None:
+    """When two campaigns scale on different metrics (samples/s against images/s, a `time:`
+    metric against an epoch time): the columns that then hold different quantities (each
+    metric's own, and a column only one of them compares), why, and the baseline's such
+    columns -> the other's in the same role (each pair is one row, not compared); None when
+    they agree."""
+    a, c = own.get(baseline), own.get(campaign)
+    if a is None or c is None or a == c:
+        return None
+    mine, theirs = {a.throughput_column, a.time_column}, {c.throughput_column, c.time_column}
+    cols = (mine ^ theirs) | {m.name for m in (a, c) if not m.usual}
+    pair = {a.throughput_column: c.throughput_column, a.time_column: c.time_column}
+    said = f"not comparable ({baseline}: {a.heading}, {campaign}: {c.heading})"
+    return cols, said, {m: o for m, o in pair.items() if m in cols}
 
 
 def incomparable(base: Mapping[str, Any], row: Mapping[str, Any], metric: str) -> str | None:
@@ -353,7 +406,12 @@ def missing_cells(diffs: pd.DataFrame, baseline: str, lost_only: bool = False) -
     )
 
 
-def regressions(diffs: pd.DataFrame, baseline: str, tolerance: float) -> list[Regression]:
+def regressions(
+    diffs: pd.DataFrame,
+    baseline: str,
+    tolerance: float,
+    higher_is_better: Mapping[str, bool] = HIGHER_IS_BETTER,
+) -> list[Regression]:
     """The rows of `differences` that regressed, as Regression records."""
     if diffs.empty:
         return []
@@ -367,6 +425,7 @@ def regressions(diffs: pd.DataFrame, baseline: str, tolerance: float) -> list[Re
             float(d["value"]),
             float(d["change"]),
             tolerance,
+            higher_is_better.get(str(d["metric"]), True),
         )
         for d in diffs[diffs["regressed"]].to_dict("records")
     ]

@@ -2,10 +2,12 @@
 
 A fit predicts only when it is physical and over-determined (`models.fit_problem`); predictions
 past what the system profile's `max_nodes` holds are marked `beyond_system`.
-Strong groups: Amdahl fit on every run's epoch time (repeats add degrees of freedom).
-Weak groups: Gustafson fit on throughput. Communication: the ring vs parameter-server byte
-model at each size, timed with the bus bandwidth the collector measured (the largest measured
-size's bandwidth is assumed to hold further out; its min/max over repeats gives the band).
+Strong groups: Amdahl fit on every run's time (repeats add degrees of freedom).
+Weak groups: Gustafson fit on throughput. Both are the campaign's scaling metric's columns
+(`ScalingMetric.time_column`, `throughput_column`: the epoch time and images/s by default).
+Communication: the ring vs parameter-server byte model at each size, timed with the bus
+bandwidth the collector measured (the largest measured size's bandwidth is assumed to hold
+further out; its min/max over repeats gives the band).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import pandas as pd
 from hpcscale.analysis.baseline import SHARED, group_ids
 from hpcscale.analysis.frame import check_axis, default_axis, normalise
 from hpcscale.analysis.memo import FrameMemo
+from hpcscale.analysis.metric import frame_metric
 from hpcscale.analysis.models import (
     LawFit,
     fit_amdahl,
@@ -31,14 +34,28 @@ from hpcscale.analysis.models import (
     transfer_time_s,
 )
 from hpcscale.analysis.scaling import with_throughput
+from hpcscale.model.scaling_metric import ScalingMetric, metric_of
 from hpcscale.model.vocab import arg_columns, is_arg_column, term
 
 DEFAULT_AT: tuple[int, ...] = (16, 32)
-# Scaling mode -> (law, the metric it is fitted to).
+# Scaling mode -> (law, the kind of column it is fitted to).
 LAWS: dict[str, tuple[str, str]] = {
-    "strong": ("amdahl", "epoch_time_s"),
-    "weak": ("gustafson", "images_per_s"),
+    "strong": ("amdahl", "time"),
+    "weak": ("gustafson", "throughput"),
 }
+
+
+def law_column(scaling: str, metric: ScalingMetric | str | None = None) -> str:
+    """The column a scaling mode's law is fitted to: `metric`'s time or throughput."""
+    m = metric_of(metric)
+    return m.time_column if LAWS[scaling][1] == "time" else m.throughput_column
+
+
+def _unit(column: str, metric: ScalingMetric) -> str:
+    """A fitted column's unit: the campaign's metric's own, else the vocabulary's."""
+    return (metric.unit or "s") if column == metric.name and not metric.usual else term(column).unit
+
+
 FITTERS = {"amdahl": fit_amdahl, "gustafson": fit_gustafson}
 # a table's group id per row, and each group's (id, first run's fields, fit or why none)
 Fitted = tuple[pd.Series, list[tuple[int, dict[str, Any], LawFit | str]]]
@@ -52,7 +69,10 @@ def predict_at(cells: pd.DataFrame) -> list[float]:
 
 
 def _fits(
-    runs: pd.DataFrame, axis: str, max_nodes: float | None = None
+    runs: pd.DataFrame,
+    axis: str,
+    max_nodes: float | None = None,
+    metric: ScalingMetric | str | None = None,
 ) -> Iterator[tuple[int, dict[str, Any], float, LawFit | str]]:
     """(group id, its first run's fields, its axis limit (`_limits`), fit or why none)
     per weak/strong group measured at two sizes or more. One groupby and NumPy per group (a
@@ -60,26 +80,29 @@ def _fits(
     (`refusals` and `extrapolate` ask for the same ones: analysis.memo)."""
     if runs.empty:
         return
-    gid, fitted = _FITTED.get(runs, axis, lambda: _fitted(runs, axis))
+    m = metric_of(metric)
+    key = (axis, m.time_column, m.throughput_column)
+    gid, fitted = _FITTED.get(runs, key, lambda: _fitted(runs, axis, m))
     limits = _limits(runs.groupby(gid, sort=True), axis, max_nodes)
     for g, first, fit in fitted:
         yield g, first, limits[g], fit
 
 
-def _fitted(runs: pd.DataFrame, axis: str) -> Fitted:
+def _fitted(runs: pd.DataFrame, axis: str, metric: ScalingMetric) -> Fitted:
     """The group ids of the rows (`baseline.group_ids`: `_fits` groups the limits by them too),
     and (group id, its first run's fields, fit or why none) of every group `_fits` yields."""
     gid = group_ids(runs, axis)
     first = _first_rows(runs, gid)
     sizes = runs[axis].to_numpy(float)
-    values = {m: runs[m].to_numpy(float) for _, m in LAWS.values() if m in runs.columns}
+    columns = {s: law_column(s, metric) for s in LAWS}
+    values = {c: runs[c].to_numpy(float) for c in columns.values() if c in runs.columns}
     out: list[tuple[int, dict[str, Any], LawFit | str]] = []
     for g, at in sorted(runs.groupby(gid, sort=True).indices.items()):
         scaling = first[g]["scaling"]
         if scaling not in LAWS:
             continue
-        law, metric = LAWS[scaling]
-        y = values[metric][at]
+        law, column = LAWS[scaling][0], columns[scaling]
+        y = values[column][at]
         n = sizes[at][~np.isnan(y)]
         if np.unique(n[~np.isnan(n)]).size < 2:
             continue
@@ -108,12 +131,15 @@ def _first_rows(runs: pd.DataFrame, gid: pd.Series) -> dict[int, dict[str, Any]]
 FIRST_FIELDS = ("scaling", "strategy", "fp16_allreduce")  # a group's, read off its first run
 
 
-def refusals(df: pd.DataFrame, axis: str | None = None) -> pd.DataFrame:
+def refusals(
+    df: pd.DataFrame, axis: str | None = None, metric: ScalingMetric | str | None = None
+) -> pd.DataFrame:
     """One row per group whose fit predicts nothing: the group's settings, law, points, reason."""
     runs = with_throughput(normalise(df))
     axis = check_axis(axis or default_axis(runs))
     rows = []
-    for gid, first, _, fit in _fits(runs, axis):
+    own = metric_of(metric) if metric is not None else frame_metric(runs)
+    for gid, first, _, fit in _fits(runs, axis, metric=own):
         if isinstance(fit, str):
             law = LAWS[first["scaling"]][0]
             rows.append({**_keys(first), "group": gid, "law": law, "reason": fit})
@@ -127,9 +153,11 @@ def extrapolate(
     at: Sequence[float] = DEFAULT_AT,
     level: float = 0.95,
     max_nodes: float | None = None,
+    metric: ScalingMetric | str | None = None,
 ) -> pd.DataFrame:
-    """One row per (group, size in `at`): law, metric, unit, predicted, lower, upper, level,
-    interval (what the band is), serial_fraction (+ _se), base (T1 or X1), dof, points,
+    """One row per (group, size in `at`): law, metric (the column fitted: `metric`'s), unit,
+    predicted, lower, upper, level, interval (what the band is), serial_fraction (+ _se), base
+    (T1 or X1), dof, points,
     beyond_system (the size exceeds what `max_nodes` holds), kind='prediction', label.
 
     Only fits that pass `models.fit_problem` predict (see `refusals` for the others), so every
@@ -137,10 +165,11 @@ def extrapolate(
     runs = with_throughput(normalise(df))
     axis = check_axis(axis or default_axis(runs))
     rows: list[dict[str, Any]] = []
-    for gid, first, limit, fit in _fits(runs, axis, max_nodes):
+    own = metric_of(metric) if metric is not None else frame_metric(runs)
+    for gid, first, limit, fit in _fits(runs, axis, max_nodes, own):
         if isinstance(fit, str):
             continue
-        metric = LAWS[first["scaling"]][1]
+        column = law_column(first["scaling"], own)
         band = fit.predict(np.asarray(at, dtype=float), level)
         # fit_problem passed: a + b·f(N) with a, b >= 0, a + b > 0 is positive at every N > 0.
         # Checked for real (not an assert, which `python -O` drops): never print a value <= 0.
@@ -160,8 +189,8 @@ def extrapolate(
                     "axis": axis,
                     "axis_value": size,
                     "law": fit.law,
-                    "metric": metric,
-                    "unit": term(metric).unit,
+                    "metric": column,
+                    "unit": _unit(column, own),
                     "predicted": band.value[i],
                     "lower": max(lower, 0.0) if np.isfinite(lower) else lower,
                     "upper": band.upper[i],
@@ -199,11 +228,11 @@ def comm_cost(
     """Ring vs parameter-server bytes per step and their transfer time, per group, at every
     measured size (kind 'measured-bandwidth') and at each size in `at` (kind 'prediction').
 
-    Participants are ranks (Horovod) or GPUs (MirroredStrategy); elements are 4 bytes, 2 with
-    fp16 all-reduce compression. Groups without param_count are skipped; without bandwidth
-    the bytes are still given and the times are NaN. `beyond_system`: the size exceeds what the
-    system's `max_nodes` holds (`_limits`). The per-group figures come from one groupby
-    each, the rows from plain dicts: linear in runs."""
+    Participants are ranks (one process per replica) or GPUs (in-process replicas); elements
+    are 4 bytes, 2 with fp16 all-reduce compression. Groups without param_count are skipped;
+    without bandwidth the bytes are still given and the times are NaN. `beyond_system`: the
+    size exceeds what the system's `max_nodes` holds (`_limits`). The per-group figures come
+    from one groupby each, the rows from plain dicts: linear in runs."""
     runs = normalise(df)
     axis = check_axis(axis or default_axis(runs))
     if runs.empty:

@@ -32,6 +32,8 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
+from hpcscale.model.scaling_metric import ScalingMetric, metric_of
+
 LEVEL = 0.95  # the level asked for; an interval's own level is what it can support
 MEDIAN_METHOD = "order-statistic interval of the median"
 RATIO_METHOD = "Welch t interval on the log ratio of the cell's and the baseline's repeats"
@@ -43,6 +45,21 @@ METHODS: dict[str, str] = {
     "efficiency": RATIO_METHOD,
 }
 INTERVAL_METRICS: tuple[str, ...] = tuple(METHODS)
+
+
+def method_of(metric: str) -> str:
+    """The method of `metric`'s interval: a ratio's, else a folded column's median (a command's
+    own metric, `samples_per_s`, is folded over its repeats like images/s)."""
+    return METHODS.get(metric, MEDIAN_METHOD)
+
+
+def interval_metrics(metric: ScalingMetric | str | None = None) -> tuple[str, ...]:
+    """The columns with_intervals gives intervals: the campaign's time and throughput (its
+    scaling metric's, `metric_of`), speedup and efficiency."""
+    m = metric_of(metric)
+    return (m.time_column, m.throughput_column, "speedup", "efficiency")
+
+
 NAMES: dict[str, str] = {
     "epoch_time_s": "epoch time",
     "images_per_s": "images/s",
@@ -199,25 +216,32 @@ def ratio_interval(
 # -- cells ---------------------------------------------------------------------------------------
 
 
-def with_intervals(cells: pd.DataFrame, runs: pd.DataFrame, level: float = LEVEL) -> pd.DataFrame:
+def with_intervals(
+    cells: pd.DataFrame,
+    runs: pd.DataFrame,
+    level: float = LEVEL,
+    metric: ScalingMetric | str | None = None,
+) -> pd.DataFrame:
     """Add `<m>_lo`, `<m>_hi`, `<m>_level` (the interval's actual level, NaN without one) for
-    INTERVAL_METRICS and `base_repeats` (the baseline's repeats behind a ratio) to derived
+    `interval_metrics(metric)` and `base_repeats` (the baseline's repeats behind a ratio) to derived
     cells (needs `run_ids`, `group`, `axis_value`, `nodes`, `scale`, `scaling`), from the
-    per-run values in `runs` (run_id, epoch_time_s, images_per_s). The baseline cell's speedup
+    per-run values in `runs` (run_id, the time and throughput columns). The baseline cell's speedup
     is 1 by definition: no interval.
 
     Vectorised: cells with the same number of finite repeats (and, for a ratio, the same pair
     of counts) are one row-wise call, so the cost is linear in cells, not a call per cell."""
+    time, thr = metric_of(metric).time_column, metric_of(metric).throughput_column
+    metrics = interval_metrics(metric)
     out = cells.copy()
-    for m in INTERVAL_METRICS:
+    for m in metrics:
         for part in ("lo", "hi", "level"):
             out[f"{m}_{part}"] = np.nan
     out["base_repeats"] = np.nan
     if out.empty or "run_ids" not in out.columns:
         return out
     per_run = runs.drop_duplicates("run_id").set_index("run_id")
-    found: dict[str, np.ndarray] = {m: np.full((len(out), 3), np.nan) for m in INTERVAL_METRICS}
-    padded = {m: _padded(out["run_ids"], per_run, m) for m in ("epoch_time_s", "images_per_s")}
+    found: dict[str, np.ndarray] = {m: np.full((len(out), 3), np.nan) for m in metrics}
+    padded = {m: _padded(out["run_ids"], per_run, m) for m in (time, thr)}
     for m, (mat, counts) in padded.items():
         for n in np.unique(counts[counts >= 2]):
             rows = np.flatnonzero(counts == n)
@@ -240,13 +264,13 @@ def with_intervals(cells: pd.DataFrame, runs: pd.DataFrame, level: float = LEVEL
         & ~problem.to_numpy(dtype=bool)  # no valid baseline: no speedup, so no interval either
         & speedup.notna().to_numpy()
     )
-    # on time: T_b / T_N on epoch times; else the cell's images/s over the baseline's
+    # on time: T_b / T_N on the times; else the cell's images/s over the baseline's
     num_pos = np.where(strong, base_pos, np.arange(len(out)))
     den_pos = np.where(strong, np.arange(len(out)), base_pos)
-    n_num = np.where(strong, padded["epoch_time_s"][1][num_pos], padded["images_per_s"][1][num_pos])
-    n_den = np.where(strong, padded["epoch_time_s"][1][den_pos], padded["images_per_s"][1][den_pos])
+    n_num = np.where(strong, padded[time][1][num_pos], padded[thr][1][num_pos])
+    n_den = np.where(strong, padded[time][1][den_pos], padded[thr][1][den_pos])
     base_n = np.where(strong, n_num, n_den).astype(float)
-    for is_strong, m in ((True, "epoch_time_s"), (False, "images_per_s")):
+    for is_strong, m in ((True, time), (False, thr)):
         mat = padded[m][0]
         chosen = ratio & (strong == is_strong)
         for na, nb in set(zip(n_num[chosen].tolist(), n_den[chosen].tolist(), strict=True)):
@@ -315,11 +339,11 @@ def interval_of(
     lo, hi = interval(row, metric)
     reps = int(row.get("repeats") or 0)
     repeats: tuple[int, ...] = (reps,)
-    if METHODS[metric] == RATIO_METHOD:
+    if method_of(metric) == RATIO_METHOD:
         base = row.get("base_repeats", np.nan)
         repeats = (reps, int(base) if pd.notna(base) else 0)
     got = float(row.get(f"{metric}_level", np.nan))
-    return Interval(lo, hi, got, METHODS[metric], repeats, level)
+    return Interval(lo, hi, got, method_of(metric), repeats, level)
 
 
 def labelled(row: pd.Series | Mapping[str, object], metric: str) -> str:
@@ -328,17 +352,26 @@ def labelled(row: pd.Series | Mapping[str, object], metric: str) -> str:
     return f"[{iv.lo:.4g}, {iv.hi:.4g}] ({pct(iv.level)})" if iv.present else ""
 
 
-def note(cells: pd.DataFrame, metrics: Iterable[str], level: float = LEVEL) -> str:
+def note(
+    cells: pd.DataFrame,
+    metrics: Iterable[str],
+    level: float = LEVEL,
+    scaling_metric: ScalingMetric | None = None,
+) -> str:
     """A caption naming each interval's method and the levels the cells' repeats give:
     'Images/s: order-statistic interval of the median (distribution-free): 75 % with 3
-    repeats (3 repeats cannot support 95 %: 6 are needed).' Empty when no cell has one."""
+    repeats (3 repeats cannot support 95 %: 6 are needed).' Empty when no cell has one. A
+    campaign's own metric (`scaling_metric`) is named by its heading."""
+    own = metric_of(scaling_metric)
     said = []
     by_method: dict[str, list[str]] = {}
     for m in metrics:
         if f"{m}_lo" in cells.columns and cells[f"{m}_lo"].notna().any():
-            by_method.setdefault(METHODS[m], []).append(m)
+            by_method.setdefault(method_of(m), []).append(m)
     for method, ms in by_method.items():
-        names = " and ".join(NAMES[m] for m in ms)
+        names = " and ".join(_name(m, own) for m in ms)
+        if _name(ms[0], own) == NAMES.get(ms[0]):  # "Epoch time", never "Samples_per_s"
+            names = names[0].upper() + names[1:]
         with_one = cells[cells[f"{ms[0]}_lo"].notna()]
         if method == MEDIAN_METHOD:
             counts = sorted({int(n) for n in with_one["repeats"]})
@@ -348,16 +381,21 @@ def note(cells: pd.DataFrame, metrics: Iterable[str], level: float = LEVEL) -> s
                 short = f" ({shortfall(n, level)})" if cover < level - 1e-12 else ""
                 levels.append(f"{pct(cover)} with {n} repeats{short}")
             said.append(
-                f"{names[0].upper() + names[1:]}: {method} (distribution-free, exact level): "
-                + "; ".join(levels)
-                + "."
+                f"{names}: {method} (distribution-free, exact level): " + "; ".join(levels) + "."
             )
         else:
             said.append(
-                f"{names[0].upper() + names[1:]}: {pct(level)} {method} (both cells' noise "
+                f"{names}: {pct(level)} {method} (both cells' noise "
                 "counts); none where the cell or its baseline ran once."
             )
     return " ".join(said)
+
+
+def _name(metric: str, own: ScalingMetric) -> str:
+    """How a caption names a column's interval: the campaign's own metric by its heading."""
+    if metric in NAMES and (own.usual or metric != own.name):
+        return NAMES[metric]
+    return own.heading if metric == own.name else metric
 
 
 def short_label(rows: pd.DataFrame, metric: str, level: float = LEVEL) -> str | None:
@@ -365,7 +403,7 @@ def short_label(rows: pd.DataFrame, metric: str, level: float = LEVEL) -> str | 
     statistic interval of the median (3 repeats)'; None when no row has an interval."""
     if f"{metric}_lo" not in rows.columns or not rows[f"{metric}_lo"].notna().any():
         return None
-    if METHODS[metric] == RATIO_METHOD:
+    if method_of(metric) == RATIO_METHOD:
         return f"{pct(level)} Welch t interval (log ratio; cell and baseline repeats)"
     counts = sorted({int(n) for n in rows.loc[rows[f"{metric}_lo"].notna(), "repeats"]})
     if len(counts) == 1:

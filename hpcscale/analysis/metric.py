@@ -10,7 +10,20 @@ from collections.abc import Iterable
 
 import pandas as pd
 
-from hpcscale.model.scaling_metric import COLUMN_OF_KIND, THROUGHPUT, TIME
+from hpcscale.model.scaling_metric import KINDS, THROUGHPUT, TIME, ScalingMetric, metric_of
+
+
+def frame_metric(frame: pd.DataFrame) -> ScalingMetric:
+    """The scaling metric a run table's rows were collected on, as they say it (the first
+    command row's `figure_metric`, `figure_unit`, `figure_kind`: ScalingMetric.of_rows), else
+    images/s: what analysis keys on when the caller names none (a notebook's own table)."""
+    if "figure_metric" not in frame.columns:
+        return metric_of(None)
+    named = frame["figure_metric"].map(lambda v: isinstance(v, str) and bool(v))
+    if not named.any():
+        return metric_of(None)
+    cols = [c for c in ("figure_metric", "figure_unit", "figure_kind") if c in frame.columns]
+    return ScalingMetric.of_rows(frame.loc[named, cols].head(1).to_dict("records"))
 
 
 def command_rows(frame: pd.DataFrame) -> pd.Series:
@@ -53,7 +66,7 @@ def declared_kinds(runs: pd.DataFrame) -> dict[str, str]:
     (`figure_kind`); bundled runs are absent (their speedup keeps the seeds' definitions)."""
     if "figure_kind" not in runs.columns or "run_id" not in runs.columns:
         return {}
-    own = command_rows(runs) & runs["figure_kind"].isin(list(COLUMN_OF_KIND))
+    own = command_rows(runs) & runs["figure_kind"].isin(list(KINDS))
     return dict(zip(runs.loc[own, "run_id"].map(str), runs.loc[own, "figure_kind"], strict=True))
 
 
@@ -68,13 +81,14 @@ def scaled_on(cells: pd.DataFrame, runs: pd.DataFrame) -> list[str]:
     ]
 
 
-def compared_on(cells: pd.DataFrame) -> tuple[str, bool]:
+def compared_on(cells: pd.DataFrame, metric: ScalingMetric | str | None = None) -> tuple[str, bool]:
     """The column cells are compared and drawn on, and whether higher is better: a `time:`
-    campaign's time (its `images_per_s` is empty), else the throughput."""
+    campaign's time (it has no throughput), else the throughput (`metric`'s columns)."""
+    metric = metric_of(metric)
     on = cells.get("scaled_on")
     if on is not None and len(cells) and bool((on == TIME).all()):
-        return COLUMN_OF_KIND[TIME], False
-    return COLUMN_OF_KIND[THROUGHPUT], True
+        return metric.time_column, False
+    return metric.throughput_column, True
 
 
 def strong_rule(cells: pd.DataFrame) -> str:

@@ -102,9 +102,9 @@ def fit_amdahl(n: npt.ArrayLike, time_s: npt.ArrayLike, relative: bool = True) -
     return _fit("amdahl", n, time_s, relative)
 
 
-def fit_gustafson(n: npt.ArrayLike, images_per_s: npt.ArrayLike, relative: bool = True) -> LawFit:
+def fit_gustafson(n: npt.ArrayLike, throughput: npt.ArrayLike, relative: bool = True) -> LawFit:
     """Fit X(N) = a + b * N to weak-scaling throughputs."""
-    return _fit("gustafson", n, images_per_s, relative)
+    return _fit("gustafson", n, throughput, relative)
 
 
 def amdahl_speedup(serial_fraction: float, n: npt.ArrayLike) -> np.ndarray:
@@ -145,7 +145,7 @@ def parameter_server_bytes(
 
 
 def transfer_time_s(nbytes: npt.ArrayLike, bandwidth_gbs: npt.ArrayLike) -> np.ndarray:
-    """Seconds to move nbytes at bandwidth_gbs (1e9 bytes/s); with Horovod's bus bandwidth
+    """Seconds to move nbytes at bandwidth_gbs (1e9 bytes/s); with the trace's bus bandwidth
     (NCCL-tests convention, algbw * 2(P-1)/P) the ring time is ring bytes / bus bandwidth."""
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.asarray(nbytes, dtype=float) / (np.asarray(bandwidth_gbs, dtype=float) * 1e9)

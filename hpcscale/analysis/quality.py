@@ -261,11 +261,11 @@ def quality_flags(
     """All flags of all registered checks, in check order. Checks see the frame `normalise`d
     (the contract's columns filled, run ids as `derive` names them) and `ctx`, what travels
     beside it (planned, unreadable and unfinished runs, the --include-partial-timelines
-    choice). `cells`: `derive(runs, planned=ctx.planned_frame)` when the caller has it (the
-    checks that need cells derive them once otherwise)."""
+    choice). `cells`: `derive(runs, planned=ctx.planned_frame, metric=ctx.metric)` when the
+    caller has it (the checks that need cells derive them once otherwise)."""
     runs = normalise(runs) if len(runs) else runs
     if cells is None and len(runs):
-        cells = derive(runs, planned=ctx.planned_frame)
+        cells = derive(runs, planned=ctx.planned_frame, metric=ctx.metric)
     token = _FLAGGING.set(runs)
     try:
         return [flag for check in CHECKS for flag in check(runs, ctx, cells)]
@@ -275,4 +275,6 @@ def quality_flags(
 
 def _derived(runs: pd.DataFrame, ctx: TableContext, cells: pd.DataFrame | None) -> pd.DataFrame:
     """The runs' cells on the default axis: `cells` when given, else derived."""
-    return cells if cells is not None else derive(runs, planned=ctx.planned_frame)
+    return (
+        cells if cells is not None else derive(runs, planned=ctx.planned_frame, metric=ctx.metric)
+    )

@@ -51,15 +51,16 @@ def _of_sources(said: object) -> float:
     return max((SOURCE_RESOLUTION_S.get(s, 0.0) for s in sources), default=0.0)
 
 
-def efficiency_tolerance(cells: pd.DataFrame) -> np.ndarray:
-    """Per cell (derive's, with `time_resolution_s`, `epoch_time_s`, `base_epoch_time_s`,
-    `group`): (1 + δ/T_N) / (1 − δ/T_b) − 1, the most the clock's resolution δ (the group's
-    coarsest) can lift its efficiency above the true one; 0 where δ is 0 or unknown."""
+def efficiency_tolerance(cells: pd.DataFrame, time_column: str = "epoch_time_s") -> np.ndarray:
+    """Per cell (derive's, with `time_resolution_s`, the time column `time_column` (a `time:`
+    metric's own) and its `base_<time_column>`, `group`): (1 + δ/T_N) / (1 − δ/T_b) − 1, the
+    most the clock's resolution δ (the group's coarsest) can lift its efficiency above the
+    true one; 0 where δ is 0 or unknown."""
     if cells.empty or "time_resolution_s" not in cells.columns:
         return np.zeros(len(cells))
     delta = cells.groupby("group")["time_resolution_s"].transform("max").to_numpy(float)
-    t_n = cells["epoch_time_s"].to_numpy(float)
-    t_b = cells["base_epoch_time_s"].to_numpy(float)
+    t_n = cells[time_column].to_numpy(float)
+    t_b = cells[f"base_{time_column}"].to_numpy(float)
     with np.errstate(divide="ignore", invalid="ignore"):
         tol = (1.0 + delta / t_n) / (1.0 - delta / t_b) - 1.0
     ok = (delta > 0) & np.isfinite(tol) & (tol >= 0) & (delta < t_b)

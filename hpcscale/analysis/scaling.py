@@ -16,6 +16,7 @@ import numpy.typing as npt
 import pandas as pd
 
 from hpcscale.analysis.metric import BUNDLED, THROUGHPUT, TIME
+from hpcscale.model.scaling_metric import ScalingMetric, metric_of
 
 ArrayLike = npt.ArrayLike
 
@@ -62,16 +63,21 @@ def with_throughput(df: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def add_scaling_metrics(cells: pd.DataFrame) -> pd.DataFrame:
+def add_scaling_metrics(
+    cells: pd.DataFrame, metric: ScalingMetric | str | None = None
+) -> pd.DataFrame:
     """Add speedup, efficiency, overhead and overhead_pct to cells that carry baseline columns
     (`baseline.with_baseline`), and `speedup_on` (TIME or THROUGHPUT: what they divide).
     Scaling 'none' gets a throughput speedup and no efficiency. A command's cells (`scaled_on`
-    from derive) are judged on the metric it declared: `throughput:` X_N/X_b, `time:` T_b/T_N."""
+    from derive) are judged on the metric it declared: `throughput:` X_N/X_b, `time:` T_b/T_N.
+    The times and throughputs are `metric`'s columns (images/s and the epoch time by default)."""
+    metric = metric_of(metric)
+    time, thr = metric.time_column, metric.throughput_column
     out = cells.copy()
     strong = (out["scaling"] == "strong").to_numpy()
     weak = (out["scaling"] == "weak").to_numpy()
-    t_b, t_n = out["base_epoch_time_s"], out["epoch_time_s"]
-    x_b, x_n = out["base_images_per_s"], out["images_per_s"]
+    t_b, t_n = out[f"base_{time}"], out[time]
+    x_b, x_n = out[f"base_{thr}"], out[thr]
     s = out["scale"]
     # A fixed problem done X_N/X_b times faster takes T_b/T_N less time: a strong-scaling group
     # with no time at all (a command reporting only its throughput) is judged on its

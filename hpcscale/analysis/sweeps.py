@@ -51,7 +51,7 @@ def scaled_groups(cells: pd.DataFrame) -> pd.DataFrame:
 
 
 def timed(cells: pd.DataFrame) -> pd.DataFrame:
-    """Cells with a Horovod timeline (communication measured)."""
+    """Cells with the framework's trace read (communication measured)."""
     return cells[cells["comm_s"].notna()]
 
 

@@ -15,6 +15,7 @@ import pandas as pd
 from hpcscale.analysis.intervals import LEVEL, pct
 from hpcscale.analysis.references import ReferenceResult, bounds, describe
 from hpcscale.analysis.strategies import strategy_names
+from hpcscale.model.scaling_metric import TIME, ScalingMetric, metric_of
 from hpcscale.model.vocab import arg_columns, term
 
 AXIS_LABELS: dict[str, str] = {"nodes": "Nodes", "ranks": "Ranks", "gpus": "# GPUs"}
@@ -38,7 +39,9 @@ EXACT_DISPLAY: dict[str, str] = {
 # Interval columns name their method and level (analysis.intervals; the table notes say more).
 SPEEDUP_CI = f"Speedup {pct(LEVEL)} CI (Welch t)"
 EFFICIENCY_CI = f"Efficiency {pct(LEVEL)} CI (Welch t)"
-IMAGES_CI = "Images/s interval of the median (order statistics; its level)"
+# The throughput's interval column, after its heading (`Images/s`, a command's own metric's).
+MEDIAN_CI = "interval of the median (order statistics; its level)"
+IMAGES_CI = f"Images/s {MEDIAN_CI}"
 OVERHEAD_LABEL = "Scaling loss (Ahmad & Cai's overhead, 1/E−1) (%)"
 COMM_SHARE_LABEL = "Comm. share of epoch (measured, from the run's trace) (%)"
 # A program without epoch times (a command workload's) has only its timeline's span to divide by.
@@ -78,9 +81,13 @@ def overhead_order(cells: pd.DataFrame) -> list[str]:
     return ["model", "strategy", "cross_device_ops", "mpi", *swept_args(cells), "axis_value"]
 
 
-def scaling_table(cells: pd.DataFrame) -> pd.DataFrame:
+def scaling_table(cells: pd.DataFrame, metric: ScalingMetric | str | None = None) -> pd.DataFrame:
     """Seed 001's weak/strong table plus speedup, efficiency and the repeat spread; a swept
-    workload argument is a column after the model."""
+    workload argument is a column after the model. The time and throughput are `metric`'s,
+    headed by it."""
+    m = metric_of(metric)
+    time, thr = m.time_column, m.throughput_column
+    unit = (m.unit or "s") if m.kind == TIME else "s"
     label = axis_label(cells)
     ordered = _ordered(cells, ["model", "device", "scaling", "group", "axis_value"])
     out = pd.DataFrame(
@@ -91,21 +98,21 @@ def scaling_table(cells: pd.DataFrame) -> pd.DataFrame:
             "Global batch": ordered["global_batch"],
             "Batch/node": ordered["global_batch"] // ordered["nodes"],
             "CPU/GPU": ordered["device"].str.upper(),
-            "Epoch time (s)": ordered["epoch_time_s"],
-            "Images/s": ordered["images_per_s"],
+            m.time_heading: ordered[time],
+            m.throughput_heading: ordered[thr],
             "Fit time (s)": ordered["fit_time_s"],
             "Speedup": ordered["speedup"],
             SPEEDUP_CI: _ci(ordered, "speedup"),
             "Efficiency": ordered["efficiency"],
             EFFICIENCY_CI: _ci(ordered, "efficiency"),
-            "Epoch time min (s)": ordered["epoch_time_s_min"],
-            "Epoch time max (s)": ordered["epoch_time_s_max"],
+            f"{m.time_name} min ({unit})": ordered[f"{time}_min"],
+            f"{m.time_name} max ({unit})": ordered[f"{time}_max"],
             "Repeats": ordered["repeats"],
         }
     ).reset_index(drop=True)
-    if "images_per_s_lo" in ordered.columns and ordered["images_per_s_lo"].notna().any():
-        at = list(out.columns).index("Images/s") + 1
-        out.insert(at, IMAGES_CI, _with_level(ordered, "images_per_s"))
+    if f"{thr}_lo" in ordered.columns and ordered[f"{thr}_lo"].notna().any():
+        at = list(out.columns).index(m.throughput_heading) + 1
+        out.insert(at, f"{m.throughput_heading} {MEDIAN_CI}", _with_level(ordered, thr))
     out = with_args(out, ordered)
     names = strategy_names(ordered)
     if len(set(names)) > 1:  # the seeds' tables hold one strategy; say which when they differ
@@ -113,10 +120,11 @@ def scaling_table(cells: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def overhead_table(cells: pd.DataFrame) -> pd.DataFrame:
+def overhead_table(cells: pd.DataFrame, metric: ScalingMetric | str | None = None) -> pd.DataFrame:
     """Seed 000's table: its "communication overhead" (1/efficiency - 1, i.e. all scaling loss,
-    labelled as such) beside the communication share measured from the Horovod timeline
-    (comm_s / epoch_time_s), and scaling efficiency per strategy."""
+    labelled as such) beside the communication share measured from the framework's trace
+    (comm_s / the time, `metric`'s), and scaling efficiency per strategy."""
+    time = metric_of(metric).time_column
     label = axis_label(cells)
     scaled = cells[cells["scaling"].isin(["weak", "strong"])]
     ordered = _ordered(scaled, overhead_order(scaled))
@@ -126,7 +134,7 @@ def overhead_table(cells: pd.DataFrame) -> pd.DataFrame:
             "Strategy": strategy_names(ordered),
             label: ordered["axis_value"],
             OVERHEAD_LABEL: ordered["overhead_pct"],
-            COMM_SHARE_LABEL: 100.0 * ordered["comm_s"] / ordered["epoch_time_s"],
+            COMM_SHARE_LABEL: 100.0 * ordered["comm_s"] / ordered[time],
             "Efficiency": ordered["efficiency"],
             EFFICIENCY_CI: _ci(ordered, "efficiency"),
             "Speedup": ordered["speedup"],
@@ -141,7 +149,7 @@ def overhead_table(cells: pd.DataFrame) -> pd.DataFrame:
     return with_args(out, ordered, after="Strategy")
 
 
-def overlap_table(cells: pd.DataFrame) -> pd.DataFrame:
+def overlap_table(cells: pd.DataFrame, metric: ScalingMetric | str | None = None) -> pd.DataFrame:
     """Seed 001's compute/communication overlap table, for cells that have a timeline."""
     timed = cells[cells["comm_s"].notna()]
     timed = _ordered(timed, ["model", *swept_args(timed), "axis_value", "scaling"])
@@ -151,17 +159,17 @@ def overlap_table(cells: pd.DataFrame) -> pd.DataFrame:
         "Model": timed["model"],
         "Batch": timed["batch_per_rank"],
     }
-    return with_args(_with_overlap_columns(timed, lead), timed)
+    return with_args(_with_overlap_columns(timed, lead, metric), timed)
 
 
-def fusion_table(cells: pd.DataFrame) -> pd.DataFrame:
+def fusion_table(cells: pd.DataFrame, metric: ScalingMetric | str | None = None) -> pd.DataFrame:
     """Seed 001's tensor-fusion sweep: cycle time x fusion buffer with the overlap columns."""
     rows = _ordered(cells, ["fusion_threshold_mb", "cycle_time_ms"])
     lead = {
         "Cycle time (ms)": rows["cycle_time_ms"],
         "Fusion buffer (MB)": rows["fusion_threshold_mb"],
     }
-    return _with_overlap_columns(rows, lead)
+    return _with_overlap_columns(rows, lead, metric)
 
 
 def fusion_grid(cells: pd.DataFrame, value: str = "epoch_time_s") -> pd.DataFrame:
@@ -174,44 +182,50 @@ def fusion_grid(cells: pd.DataFrame, value: str = "epoch_time_s") -> pd.DataFram
     return grid
 
 
-def precision_table(cells: pd.DataFrame) -> pd.DataFrame:
+def precision_table(cells: pd.DataFrame, metric: ScalingMetric | str | None = None) -> pd.DataFrame:
     """Seed 001's FP16 compression / mixed-precision table."""
     rows = _ordered(cells, ["fp16_allreduce", "mixed_precision"])
     kinds = [
         _precision(bool(f), bool(m))
         for f, m in zip(rows["fp16_allreduce"], rows["mixed_precision"], strict=True)
     ]
-    return _with_overlap_columns(rows, {"Type": kinds})
+    return _with_overlap_columns(rows, {"Type": kinds}, metric)
 
 
-def hierarchical_table(cells: pd.DataFrame) -> pd.DataFrame:
+def hierarchical_table(
+    cells: pd.DataFrame, metric: ScalingMetric | str | None = None
+) -> pd.DataFrame:
     """Seed 001's hierarchical all-reduce table."""
     rows = _ordered(cells, ["fusion_threshold_mb", "hierarchical_allreduce"])
     lead = {
         "Fusion buffer (MB)": rows["fusion_threshold_mb"],
         "Hierarchical?": rows["hierarchical_allreduce"].map({True: "Yes", False: "No"}),
     }
-    return _with_overlap_columns(rows, lead)
+    return _with_overlap_columns(rows, lead, metric)
 
 
-def batch_sweep_table(cells: pd.DataFrame) -> pd.DataFrame:
+def batch_sweep_table(
+    cells: pd.DataFrame, metric: ScalingMetric | str | None = None
+) -> pd.DataFrame:
     """Seed 001's single-node batch-size table (per model, CPU and GPU)."""
+    m = metric_of(metric)
     rows = _ordered(cells, ["model", "device", "batch_per_rank"])
     return pd.DataFrame(
         {
             "Model": rows["model"],
             "CPU/GPU": rows["device"].str.upper(),
             "Batch size": rows["batch_per_rank"],
-            "Epoch time (s)": rows["epoch_time_s"],
-            "Images/s": rows["images_per_s"],
+            m.time_heading: rows[m.time_column],
+            m.throughput_heading: rows[m.throughput_column],
             "Fit time (s)": rows["fit_time_s"],
             "Repeats": rows["repeats"],
         }
     ).reset_index(drop=True)
 
 
-def layout_table(cells: pd.DataFrame) -> pd.DataFrame:
+def layout_table(cells: pd.DataFrame, metric: ScalingMetric | str | None = None) -> pd.DataFrame:
     """Seed 002's CPU layouts: ranks per node x threads per rank."""
+    m = metric_of(metric)
     rows = _ordered(cells, ["model", "tasks_per_node", "threads_per_task"])
     return pd.DataFrame(
         {
@@ -223,8 +237,8 @@ def layout_table(cells: pd.DataFrame) -> pd.DataFrame:
                 for t, h in zip(rows["tasks_per_node"], rows["threads_per_task"], strict=True)
             ],
             "Batch/rank": rows["batch_per_rank"],
-            "Epoch time (s)": rows["epoch_time_s"],
-            "Images/s": rows["images_per_s"],
+            m.time_heading: rows[m.time_column],
+            m.throughput_heading: rows[m.throughput_column],
             "Repeats": rows["repeats"],
         }
     ).reset_index(drop=True)
@@ -362,9 +376,12 @@ def _with_level(rows: pd.DataFrame, metric: str) -> list[object]:
     ]
 
 
-def _with_overlap_columns(rows: pd.DataFrame, lead: dict[str, object]) -> pd.DataFrame:
+def _with_overlap_columns(
+    rows: pd.DataFrame, lead: dict[str, object], metric: ScalingMetric | str | None = None
+) -> pd.DataFrame:
+    m = metric_of(metric)
     out = pd.DataFrame(lead, index=rows.index)
-    out["Epoch time (s)"] = rows["epoch_time_s"]
+    out[m.time_heading] = rows[m.time_column]
     for col, name in OVERLAP_DISPLAY.items():
         out[name] = rows[col]
     for col, name in EXACT_DISPLAY.items():

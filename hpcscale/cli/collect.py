@@ -171,14 +171,14 @@ def collect(
 
 
 def _print_collected(res: Any, rows: list[dict[str, Any]], with_timeline: bool) -> None:
-    cols = ["run_id", "model", "nodes", "ranks", "global_batch", "epoch_time_s", "images_per_s"]
+    metric = res.metric  # a command's own figure: its own column, named as the campaign names it
+    cols = ["run_id", "model", "nodes", "ranks", "global_batch"]
+    cols += [metric.time_column, metric.throughput_column]
     if with_timeline:
         cols += ["comm_s", "exact_overlap_s"]
-    metric = res.metric  # a command's own figure: named as the campaign names it
-    shown = {} if metric.usual else {metric.column: metric.name}
     t = Grid(
         f"{res.campaign}: {plural(len(rows), 'run')}",
-        [Col(shown.get(c, c), key=c == "run_id", right=c not in ("run_id", "model")) for c in cols],
+        [Col(c, key=c == "run_id", right=c not in ("run_id", "model")) for c in cols],
     )
     for row in sorted(rows, key=lambda r: (str(r.get("model")), r.get("ranks") or 0)):
         t.add_row(*(_cell(row.get(c)) for c in cols))

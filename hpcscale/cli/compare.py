@@ -148,12 +148,14 @@ def _summary(result: CompareResult) -> Grid:
     # each (row, campaign)'s first value and change, looked up: filtering the tables once per
     # row and campaign took seconds for a sweep's hundreds of rows
     values: dict[tuple[Any, str], float] = {}
-    for key in zip(a["row"], a["campaign"], a[metric.column], strict=True):
-        values.setdefault(key[:2], float(key[2]))
+    own = {n: result.metrics.get(n, metric).column for n in result.campaigns}  # its own figure
+    for r in a[["row", "campaign", *dict.fromkeys(own.values())]].to_dict("records"):
+        values.setdefault((r["row"], r["campaign"]), float(r[own[r["campaign"]]]))
     d = result.differences
     hits: dict[tuple[Any, str], dict[str, Any]] = {}
-    for r in d[d["metric"] == metric.column].to_dict("records") if len(d) else []:
-        hits.setdefault((r["row"], r["campaign"]), r)
+    for r in d.to_dict("records") if len(d) else []:
+        if r["metric"] in (own[result.baseline], own[r["campaign"]]):
+            hits.setdefault((r["row"], r["campaign"]), r)
     for row, b in base.iterrows():
         shown = [api.cell(values.get((row, n), math.nan)) for n in result.campaigns]
         changes = [_change(hits[(row, n)]) if (row, n) in hits else "–" for n in later]

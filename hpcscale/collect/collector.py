@@ -65,7 +65,7 @@ from hpcscale.state.states import RunState
 
 CACHE_FILE = ".collect-cache.json"
 # Bump when a row's content changes meaning: every cached row is then read again.
-COLLECTOR_VERSION = 16  # 2: model_family, program, run.json typed; 3: campaign_version
+COLLECTOR_VERSION = 17  # 2: model_family, program, run.json typed; 3: campaign_version
 # 4: contention columns (start/end times, machines, load); 5: timeline_truncated, _coverage
 # 6: train_loss, val_loss, input_images_per_s, params, sample_grids
 # 7: every run field of a cell (epochs from run.json, launcher, ...) and args.<name> columns
@@ -80,6 +80,8 @@ COLLECTOR_VERSION = 16  # 2: model_family, program, run.json typed; 3: campaign_
 #     implies one (Launcher.implies_strategy)
 # 15: `trace_source` (which trace the timeline columns came from); PyTorch profiler traces
 # 16: traced_steps and the per-traced-step split (a profiler trace's window)
+# 17: a command's figure only under its own name (no copy into images_per_s / epoch_time_s);
+#     `framework`; a command's row without framework knobs it left at their defaults
 INPUT_FILES = ("run.json", "metrics.json", "timeline.json", "steps.json", EXIT_NAME)
 TRACES_DIR = "traces"  # per-rank traces (hpcscale.collect.traces.torch)
 NOT_RUN = ("no metrics.json", NOT_RUN_OUTPUT)  # a run with no results yet: unfinished

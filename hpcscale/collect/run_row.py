@@ -22,6 +22,8 @@ from hpcscale.formats.metrics import Metrics, load_metrics
 from hpcscale.formats.run_record import RunRecord, load_run_record
 from hpcscale.launchers import implied_strategy
 from hpcscale.model.errors import HpcscaleError
+from hpcscale.model.registry import framework_of
+from hpcscale.model.run import KNOB_DEFAULTS
 from hpcscale.model.vocab import args_as_columns
 
 # `trace_source`: which trace a run's timeline columns came from, as the report labels them
@@ -49,6 +51,10 @@ NAN = float("nan")
 # a command's strategy column unless its launcher implies one: not run.json's default (empty,
 # yet a groupable value)
 NO_STRATEGY = ""
+# The frameworks' own knobs (fusion, cycle time, fp16, hierarchical, DDP's buckets, ...): a
+# command's row has one only where its campaign set it. Not cross_device_ops, which names a
+# strategy's reduction beside `strategy` and `mpi` (analysis.strategies reads the three).
+OWN_KNOBS: tuple[str, ...] = tuple(k for k in KNOB_DEFAULTS if k != "cross_device_ops")
 
 
 class RunProblem(Exception):
@@ -79,9 +85,16 @@ def run_fields(rec: RunRecord) -> dict[str, Any]:
     """The run's fields as table columns: run.json's fields, then each workload argument as
     `args.<name>` (what tells a run's cell apart, besides its fields)."""
     fields = {col: getattr(rec, col, None) for col in RUN_COLUMNS}
-    if rec.command is not None and implied_strategy(rec.launcher) is None:
-        # run.json has the default strategy; the user's own program may use no framework at all
-        fields["strategy"] = NO_STRATEGY
+    fields["framework"] = framework_of(rec.strategy, rec.command is not None)
+    if rec.command is not None:
+        if implied_strategy(rec.launcher) is None:
+            # run.json has the default strategy; the user's own program may use no framework
+            fields["strategy"] = NO_STRATEGY
+        # a framework's knobs only where the campaign set them (a command may sweep the
+        # borrowed framework's): no default of a framework the program may not use
+        for knob in OWN_KNOBS:
+            if knob in fields and fields[knob] == KNOB_DEFAULTS[knob]:
+                del fields[knob]
     return {**fields, **args_as_columns(rec.args)}
 
 

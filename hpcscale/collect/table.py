@@ -26,15 +26,18 @@ from hpcscale.analysis import (
     TIMELINE_COLUMNS,
 )
 from hpcscale.analysis.frame import measured
-from hpcscale.collect.run_row import TIMELINE_EXTRA
+from hpcscale.collect.run_row import OWN_KNOBS, TIMELINE_EXTRA
 from hpcscale.formats.atomic import atomic_write
 from hpcscale.model.errors import UsageError
+from hpcscale.model.registry import framework_of
+from hpcscale.model.scaling_metric import COLUMN_OF_KIND, KINDS, THROUGHPUT
 from hpcscale.model.vocab import CONTENTION_COLUMNS, QUALITY_COLUMNS, arg_columns
 from hpcscale.state.paths import campaign_dir, select_campaigns
 
 RESULTS_PARQUET = "results.parquet"
 RESULTS_CSV = "results.csv"
 EXTRA_COLUMNS = (
+    "framework",  # the run's framework (model.registry.framework_of): `command` for a program
     "model_family",
     "steps_per_epoch",
     "step_time_p50_ms",
@@ -85,13 +88,15 @@ def frame_of(rows: list[dict[str, Any]]):  # -> pd.DataFrame
 
     df = pd.DataFrame(rows)
     cols = [c for c in COLUMNS if c not in df.columns]
+    if rows and all(r.get("command") for r in rows):  # a framework's knobs none of them set
+        cols = [c for c in cols if c not in OWN_KNOBS]
     for c in cols:
         df[c] = None if c in LIST_COLUMNS else NAN
     args = list(arg_columns(df.columns))
     for c in args:
         df[c] = _one_type(df[c])
     rest = [c for c in df.columns if c not in COLUMNS and c not in args]
-    return df[[*COLUMNS, *args, *rest]]
+    return df[[*(c for c in COLUMNS if c in df.columns), *args, *rest]]
 
 
 def _one_type(values):  # pd.Series -> pd.Series
@@ -161,11 +166,45 @@ def load_results(
     path = cdir / RESULTS_PARQUET
     if not path.exists():
         raise UsageError(f"{path}: no results yet; run `hpcscale collect {campaign}` first")
-    df = pd.read_parquet(path)
+    df = _upgrade(pd.read_parquet(path))
     for c in LIST_COLUMNS:
         if c in df.columns:
             df[c] = [_plain(v) for v in df[c]]
     return measured(df) if measured_only else df
+
+
+def _upgrade(df):  # pd.DataFrame -> pd.DataFrame
+    """A table written by a collector before version 17 (it has no `framework` column) as
+    today's reads it: a command run's figure copied into `images_per_s` (or, for a `time:`
+    metric, `epoch_time_s`) is only under its own name, and every row names its framework. A
+    current table is returned as it is."""
+    if df.empty or "framework" in df.columns:
+        return df
+    out = df.copy()
+    command = out["command"].notna() if "command" in out.columns else _false(out)
+    strategy = out["strategy"] if "strategy" in out.columns else [None] * len(out)
+    out["framework"] = [framework_of(s, bool(c)) for s, c in zip(strategy, command, strict=True)]
+    if "figure_metric" not in out.columns:
+        return out
+    kind = out.get("figure_kind", _false(out)).where(lambda k: k.isin(KINDS), THROUGHPUT)
+    for k, copy in COLUMN_OF_KIND.items():
+        if copy not in out.columns:
+            continue
+        mine = command & out["figure_metric"].notna() & (kind == k) & (out["figure_metric"] != copy)
+        for name in dict.fromkeys(out.loc[mine, "figure_metric"]):
+            rows = mine & (out["figure_metric"] == name)
+            if name not in out.columns:
+                out[name] = NAN
+            out.loc[rows, name] = out.loc[rows, name].fillna(out.loc[rows, copy])
+            out.loc[rows, copy] = NAN  # the copy; what the program printed there was lost to it
+    return out
+
+
+def _false(df):  # pd.DataFrame -> pd.Series
+    """False for every row of `df` (a column the old table lacked)."""
+    import pandas as pd
+
+    return pd.Series(False, index=df.index)
 
 
 def _plain(value: Any) -> Any:

@@ -80,6 +80,15 @@ COMMAND_FRAMEWORKS: dict[str, str] = {
     line.command_name: line.strategy for line in FRAMEWORKS.values() if line.command_name
 }
 DEFAULT_COMMAND_FRAMEWORK: str = FRAMEWORKS[DEFAULT_FRAMEWORK].command_name
+COMMAND = "command"  # the framework of a user's own program (hpcscale.frameworks.command)
+
+
+def framework_of(strategy: object, command: bool = False) -> str:
+    """The `framework` a run's row names: `command` for a user's own program (whatever it
+    borrows), else the framework its strategy selects ("" for an unknown strategy)."""
+    if command:
+        return COMMAND
+    return next((name for name, line in FRAMEWORKS.items() if line.strategy == strategy), "")
 
 
 @dataclass(frozen=True)

@@ -3,9 +3,10 @@ campaign (a bundled program's images/s, or the figure a command workload names a
 `workload.throughput` or `workload.time`), so that collect, analysis and report read it without
 importing each other. Pure: no pandas (hpcscale.analysis.metric has the frame helpers).
 
-The collector copies a command's figure into the table's throughput (`images_per_s`) or time
-(`epoch_time_s`) column so every analysis works unchanged; this records what that column then
-holds, so the report labels it by the metric's name and unit. It travels in `TableContext`,
+The metric travels as a name: a command's figure stays in its own column (`samples_per_s`,
+`tokens_per_s`, a `time:` metric's name), and analysis keys on `throughput_column` and
+`time_column` (`<column>_lo`, `base_<column>`, ...), with the tables' headings and the figures'
+axes taken from `heading` and `axis_label` when they are built. It travels in `TableContext`,
 never in the frame's `attrs`.
 """
 
@@ -17,17 +18,22 @@ from typing import Any
 
 THROUGHPUT = "throughput"
 TIME = "time"
-# The table columns a chosen figure is copied into, by kind (collect.readers.command_row).
-COLUMN_OF_KIND = {THROUGHPUT: "images_per_s", TIME: "epoch_time_s"}
+# The bundled programs' columns, by kind: images/s and the mean epoch time.
+IMAGES_PER_S = "images_per_s"
+EPOCH_TIME_S = "epoch_time_s"
+COLUMN_OF_KIND = {THROUGHPUT: IMAGES_PER_S, TIME: EPOCH_TIME_S}
+KINDS = tuple(COLUMN_OF_KIND)
 # How the tables name those columns when they hold their usual figure.
 HEADING_OF_KIND = {THROUGHPUT: "Images/s", TIME: "Epoch time"}
+# How a figure's axis names them (vocab's headings of the two columns).
+AXIS_OF_KIND = {THROUGHPUT: "Throughput (images/s)", TIME: "Epoch time (s)"}
 
 
 @dataclass(frozen=True)
 class ScalingMetric:
     """The figure the scaling tables, speedup, efficiency, compare and extrapolation use."""
 
-    name: str = "images_per_s"
+    name: str = IMAGES_PER_S
     unit: str = "images/s"
     kind: str = THROUGHPUT  # THROUGHPUT or TIME
     # read from a command's output (even when it is images/s): the report says so. Not part of
@@ -36,13 +42,25 @@ class ScalingMetric:
 
     @property
     def column(self) -> str:
-        """The table column that holds it."""
-        return COLUMN_OF_KIND[self.kind]
+        """The table column that holds it: its own name."""
+        return self.name
+
+    @property
+    def throughput_column(self) -> str:
+        """The throughput the tables show and weak scaling divides: the metric itself, or
+        images/s beside a `time:` metric (what the program printed of it, if anything)."""
+        return self.name if self.kind == THROUGHPUT else IMAGES_PER_S
+
+    @property
+    def time_column(self) -> str:
+        """The time strong scaling divides: the metric itself, or the epoch time beside a
+        throughput."""
+        return self.name if self.kind == TIME else EPOCH_TIME_S
 
     @property
     def usual(self) -> bool:
-        """It is the column's own figure: nothing to relabel."""
-        return self.name == self.column and self.unit in ("images/s", "s", "")
+        """It is the bundled programs' own figure (images/s, or the epoch time in s)."""
+        return self.name == COLUMN_OF_KIND[self.kind] and self.unit in ("images/s", "s", "")
 
     @property
     def heading(self) -> str:
@@ -50,6 +68,46 @@ class ScalingMetric:
         if self.usual:
             return HEADING_OF_KIND[self.kind]
         return f"{self.name} ({self.unit})" if self.unit and self.kind == THROUGHPUT else self.name
+
+    @property
+    def axis_label(self) -> str:
+        """How a figure's axis (or a table's column with its unit) names it: `Throughput
+        (images/s)` when usual; a `time:` metric in the unit its extractor declares."""
+        if self.usual:
+            return AXIS_OF_KIND[self.kind]
+        if self.kind == TIME:
+            return f"{self.name} ({self.unit or 's'})"
+        return self.heading
+
+    @property
+    def throughput_heading(self) -> str:
+        """A table's throughput column: the metric's heading, or `Images/s` beside a time."""
+        return self.heading if self.kind == THROUGHPUT else HEADING_OF_KIND[THROUGHPUT]
+
+    @property
+    def throughput_axis(self) -> str:
+        """A figure's throughput axis: the metric's label, or `Throughput (images/s)`."""
+        return self.axis_label if self.kind == THROUGHPUT else AXIS_OF_KIND[THROUGHPUT]
+
+    @property
+    def time_name(self) -> str:
+        """What a time column holds, without its unit: `Epoch time`, or a `time:` metric's name."""
+        return self.heading if self.kind == TIME else HEADING_OF_KIND[TIME]
+
+    @property
+    def time_heading(self) -> str:
+        """A table's time column or a figure's time axis, with its unit: `Epoch time (s)`, or a
+        `time:` metric's `step_ms (ms)`."""
+        return self.axis_label if self.kind == TIME else AXIS_OF_KIND[TIME]
+
+    def axis_of(self, column: str) -> str | None:
+        """A figure's axis for `column`: the metric's throughput or time label when it is one
+        of its columns, else None (the vocabulary's heading)."""
+        if column == self.throughput_column:
+            return self.throughput_axis
+        if column == self.time_column:
+            return self.time_heading
+        return None
 
     @classmethod
     def of_rows(cls, rows: Iterable[Mapping[str, Any]]) -> ScalingMetric:
@@ -67,3 +125,15 @@ class ScalingMetric:
                     command=True,
                 )
         return cls()
+
+
+BUNDLED_METRIC = ScalingMetric()  # what a bundled program's tables stand on
+
+
+def metric_of(metric: ScalingMetric | str | None) -> ScalingMetric:
+    """A ScalingMetric from a metric, a throughput column's name, or None (images/s)."""
+    if metric is None:
+        return BUNDLED_METRIC
+    if isinstance(metric, str):
+        return BUNDLED_METRIC if metric == IMAGES_PER_S else ScalingMetric(metric, "")
+    return metric

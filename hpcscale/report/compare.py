@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -25,7 +25,6 @@ from hpcscale.analysis.tables import AXIS_LABELS
 from hpcscale.model.errors import UsageError
 from hpcscale.model.scaling_metric import ScalingMetric
 from hpcscale.model.vocab import arg_columns, term
-from hpcscale.report import metric_labels as labels_of
 from hpcscale.report.build import write
 from hpcscale.report.data import (
     CampaignSource,
@@ -34,7 +33,7 @@ from hpcscale.report.data import (
     report_inputs,
     table_and_context,
 )
-from hpcscale.report.figures.compare import HEADINGS, overlay
+from hpcscale.report.figures.compare import headings, overlay
 from hpcscale.report.model import CampaignReport, Section, Table, plot_if
 from hpcscale.report.sections.noise import method_text
 from hpcscale.report.sections.quality import NONE_TEXT, quality_section
@@ -64,7 +63,11 @@ class CompareResult:
 
     @property
     def metric_heading(self) -> str:
-        return labels_of.metrics_heading(self.metrics, self.metric)
+        """The scaling metric's heading, or each campaign's when they differ."""
+        if len(set(self.metrics.values())) > 1:
+            said = ", ".join(f"{n}: {m.heading}" for n, m in self.metrics.items())
+            return f"Scaling metric ({said})"
+        return self.metric.heading
 
     @property
     def baseline(self) -> str:
@@ -123,21 +126,30 @@ def compare_campaigns(
     axis = cmp.shared_axis(runs, on, ctxs)
     flags = {n: quality_flags(r, ctxs[n]) for n, r in runs.items()}  # once: cells and quality
     cells = {n: cmp.campaign_cells(r, axis, ctxs[n], flags[n]) for n, r in runs.items()}
-    aligned, keys = cmp.align(cells, axis)
-    diffs = labels_of.unlike_metrics(cmp.differences(aligned, names[0], tolerance), ctxs, names[0])
-    found = cmp.regressions(diffs, names[0], tolerance)
+    own = {n: ctx.metric for n, ctx in ctxs.items()}  # each campaign's scaling metric
+    measures = cmp.measures(own.values())
+    aligned, keys = cmp.align(cells, axis, measures)
+    diffs = cmp.differences(aligned, names[0], tolerance, measures, own)
+    found = cmp.regressions(diffs, names[0], tolerance, measures)
     name = re.sub(r"[^A-Za-z0-9_.-]+", "-", "-vs-".join(names))[:120]
-    metric, apart = labels_of.shared_metric(ctxs)
+    metric, apart = shared_metric(own)
+    heads = headings(own.values())
     sections = [
         campaigns_section(names, sources, runs, cells, axis, keys),
-        aligned_section(aligned, names, axis, keys),
-        differences_section(diffs, names[0], tolerance, found, interval_note(aligned, cmp.METRICS)),
+        aligned_section(aligned, names, axis, keys, own),
+        differences_section(
+            diffs,
+            names[0],
+            tolerance,
+            found,
+            interval_note(aligned, tuple(measures), scaling_metric=metric),
+            measures,
+            heads,
+        ),
         _quality(runs, ctxs, flags),
     ]
-    sections = [labels_of.relabel_section(s, metric) for s in sections]
     if apart:
         sections[0].text.append(apart)
-        sections[1] = labels_of.relabel_each(sections[1], ctxs)
     description = (
         f"{', '.join(names[1:])} against {names[0]} (the baseline), aligned on "
         f"{AXIS_LABELS.get(axis, axis).lower()}."
@@ -162,7 +174,19 @@ def compare_campaigns(
         written.paths,
         allow_missing,
         metric,
-        {n: ctx.metric for n, ctx in ctxs.items()},
+        own,
+    )
+
+
+def shared_metric(own: Mapping[str, ScalingMetric]) -> tuple[ScalingMetric, str]:
+    """The scaling metric every campaign's tables hold, and a warning when they hold different
+    ones (then images/s is the shared default, and each campaign's own column is shown apart)."""
+    if len(set(own.values())) == 1:
+        return next(iter(own.values())), ""
+    said = "; ".join(f"{n}: {m.heading}" for n, m in own.items())
+    return ScalingMetric(), (
+        f"The campaigns' scaling metrics differ ({said}): each one's own figure is a column of "
+        "its own, and its differences are left out (not comparable)."
     )
 
 
@@ -264,11 +288,18 @@ def campaigns_section(
 
 
 def aligned_section(
-    aligned: pd.DataFrame, names: Sequence[str], axis: str, keys: Sequence[str]
+    aligned: pd.DataFrame,
+    names: Sequence[str],
+    axis: str,
+    keys: Sequence[str],
+    own: Mapping[str, ScalingMetric] | None = None,
 ) -> Section:
     """The aligned table (one row per axis value and knob combination, columns per campaign)
-    and the overlay figure (one line per campaign)."""
-    frame = aligned_table(aligned, names, axis, keys)
+    and the overlay figure (one line per campaign); `own`: each campaign's scaling metric."""
+    own = own or {n: ScalingMetric() for n in names}
+    measures = cmp.measures(own.values())
+    metric, _ = shared_metric(own)
+    frame = aligned_table(aligned, names, axis, keys, own)
     note = (
         "–: no valid result in that campaign (not planned there, not finished, unreadable, or "
         "no baseline: see its Flags column and the Data quality section)."
@@ -279,23 +310,33 @@ def aligned_section(
         [
             "One row per value of the shared axis and combination of the knobs matched; per "
             "campaign its median over repeats (speedup and efficiency against its own baseline).",
-            *filter(None, [method_text(aligned)]),
+            *filter(None, [method_text(aligned, metric)]),
             *comm_text(aligned),
         ],
         [Table("aligned", "Campaigns side by side", frame, note)],
         plot_if(
             "overlay",
             "Campaigns overlaid",
-            overlay(aligned, names, axis, keys),
+            overlay(aligned, names, axis, keys, measures, headings(own.values())),
             "One line per campaign; a cell with no value leaves a gap in its line; error bars: "
-            + (interval_note(aligned, cmp.METRICS) or "none (no repeats, no interval)."),
+            + (
+                interval_note(aligned, tuple(measures), scaling_metric=metric)
+                or "none (no repeats, no interval)."
+            ),
         ),
     )
 
 
 def aligned_table(
-    aligned: pd.DataFrame, names: Sequence[str], axis: str, keys: Sequence[str]
+    aligned: pd.DataFrame,
+    names: Sequence[str],
+    axis: str,
+    keys: Sequence[str],
+    own: Mapping[str, ScalingMetric] | None = None,
 ) -> pd.DataFrame:
+    """Per campaign its own measures (`analysis.compare.measures` of its scaling metric in
+    `own`; images/s by default), headed by that metric."""
+    own = own or {}
     out = pd.DataFrame()
     first = aligned[aligned["campaign"] == names[0]].set_index("row").sort_index()
     for k in keys:
@@ -303,8 +344,10 @@ def aligned_table(
     out[AXIS_LABELS.get(axis, axis)] = first["axis_value"].to_numpy()
     for n in names:
         mine = aligned[aligned["campaign"] == n].set_index("row").sort_index()
-        for m, heading in HEADINGS.items():
-            out[f"{n}: {heading}"] = mine[m].to_numpy()
+        metric = own.get(n, ScalingMetric())
+        heads = headings([metric])
+        for m in cmp.measures([metric]):
+            out[f"{n}: {heads[m]}"] = mine[m].to_numpy()
         if "comm_share" in mine.columns and mine["comm_share"].notna().any():
             out[f"{n}: {COMM_SHARE}"] = 100.0 * mine["comm_share"].to_numpy(float)
             out[f"{n}: {COMM_FROM}"] = mine[SOURCE].to_numpy()
@@ -337,12 +380,14 @@ def differences_section(
     tolerance: float,
     found: Sequence[cmp.Regression],
     intervals: str = "",
+    measures: Mapping[str, bool] = cmp.HIGHER_IS_BETTER,
+    heads: Mapping[str, str] | None = None,
 ) -> Section:
     """The differences table and what it means; `intervals` names the intervals' methods and
-    levels (`analysis.intervals.note` of the aligned cells)."""
-    better = ", ".join(
-        f"{HEADINGS[m]} {'higher' if hi else 'lower'}" for m, hi in cmp.HIGHER_IS_BETTER.items()
-    )
+    levels (`analysis.intervals.note` of the aligned cells); `measures` the columns compared
+    (`analysis.compare.measures`), headed by `heads`."""
+    heads = heads or headings()
+    better = ", ".join(f"{heads[m]} {'higher' if hi else 'lower'}" for m, hi in measures.items())
     text = [
         f"Each later campaign against {baseline}. Better is: {better}. Two values are called "
         "different only when their intervals do not overlap ('within noise' otherwise; 'no "
@@ -367,10 +412,8 @@ def differences_section(
             {
                 "Cell": diffs["cell"],
                 "Campaign": diffs["campaign"],
-                "Metric": diffs["metric"].map(HEADINGS),
-                "Better": diffs["metric"].map(
-                    lambda m: "higher" if cmp.HIGHER_IS_BETTER[m] else "lower"
-                ),
+                "Metric": diffs["metric"].map(heads),
+                "Better": diffs["metric"].map(lambda m: "higher" if measures[m] else "lower"),
                 "Baseline": diffs["baseline"],
                 "Value": diffs["value"],
                 "Change (%)": 100.0 * diffs["change"],

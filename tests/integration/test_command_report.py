@@ -282,24 +282,3 @@ def by_nodes(rows: list[dict], *fields: str) -> dict[int, object]:
         nodes = json.loads((Path(r["run_dir"]) / "run.json").read_text())["nodes"]
         out[nodes] = tuple(r[f] for f in fields) if fields else r["state"]
     return out
-
-
-def test_relabelled_figures_and_headings_say_the_metrics_own_unit() -> None:
-    """Legends are relabelled like axes (a fold note or error-bar entry naming images/s in a
-    samples/s campaign would mislabel it); a `time:` metric keeps the unit its extractor
-    declares (copied, never converted to seconds)."""
-    from matplotlib.figure import Figure
-
-    from hpcscale.model.scaling_metric import TIME, ScalingMetric
-    from hpcscale.report.metric_labels import relabel_figure, relabel_text
-
-    fig = Figure()
-    ax = fig.subplots()
-    ax.plot([1, 2], [3, 4], label="Images/s error bars")
-    ax.legend()
-    fig.legend(["Throughput (images/s)"])
-    relabel_figure(fig, ScalingMetric("samples_per_s", "samples/s"))
-    said = [t.get_text() for lg in (ax.get_legend(), *fig.legends) for t in lg.get_texts()]
-    assert said == ["samples_per_s (samples/s) error bars", "samples_per_s (samples/s)"]
-    step = ScalingMetric("step_ms", "ms", TIME)
-    assert relabel_text("Epoch time (s)", step) == "step_ms (ms)"

@@ -26,7 +26,7 @@ from hpcscale.formats.outputs import job_output, output_names
 from hpcscale.formats.run_record import VERSIONS_DIR, RunRecord
 from hpcscale.model.command import figure_of, reading_of
 from hpcscale.model.extractors import ALL_RANKS, OUTPUT, Extractor
-from hpcscale.model.scaling_metric import COLUMN_OF_KIND, THROUGHPUT, ScalingMetric
+from hpcscale.model.scaling_metric import IMAGES_PER_S, ScalingMetric
 from hpcscale.rankwrap import RANKS_DIR
 from hpcscale.util.logtail import tail
 
@@ -106,7 +106,7 @@ def declared_metric(campaign_file: Path) -> ScalingMetric | None:
         return None
     unit = next((e.unit for e in reading.extractors if e.name == reading.figure), None)
     if unit is None:  # a preset's figure (mllog's images_per_s)
-        unit = "images/s" if reading.figure == COLUMN_OF_KIND[THROUGHPUT] else ""
+        unit = "images/s" if reading.figure == IMAGES_PER_S else ""
     return ScalingMetric(reading.figure, unit, reading.kind, command=True)
 
 
@@ -211,9 +211,7 @@ def read_command_run(run_dir: Path, rec: RunRecord) -> tuple[dict[str, Any], lis
         why = f"{UNPARSED}: {figure}: the {kind} metric, not given by the output ({out})"
         why += "".join(f"; {n}" for n in notes)  # the reader's own reason (MLLOG)
         raise CommandProblem(_with_lines(why, tail(out, lines=10)))
-    column = COLUMN_OF_KIND[kind]
-    if figure and figure != column:
-        row[column] = row[figure]  # the scaling tables' column, labelled by the metric's name
+    # the figure stays under its own name: analysis keys on it (ScalingMetric), never a copy
     row["figure_metric"] = figure
     # the metric's own unit (a per-rank value's "x ranks" is said by the Command section)
     row["figure_unit"] = next(

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from hpcscale.model.vocab import term
+from hpcscale.model.scaling_metric import BUNDLED_METRIC, ScalingMetric
 from hpcscale.report import labels as lbl
 from hpcscale.report.figures.fold import fold_groups, with_note
 from hpcscale.report.figures.style import (
@@ -32,10 +32,11 @@ BATCH_LINES: dict[str, Any] = {"x": "batch_per_rank", "unit": "lines", "x_name":
 
 
 @styled
-def batch_curves(rows: pd.DataFrame) -> Figure | None:
-    """Images/s against the per-rank batch: one colour per model (per line when a model has
-    several), CPU solid, GPU dashed. Past MAX_LINES lines the fastest and the slowest are
-    drawn and the rest folded into a band (figures.fold), said in the note."""
+def batch_curves(rows: pd.DataFrame, metric: ScalingMetric = BUNDLED_METRIC) -> Figure | None:
+    """Images/s (`metric`'s throughput, headed by it) against the per-rank batch: one colour
+    per model (per line when a model has several), CPU solid, GPU dashed. Past MAX_LINES lines
+    the fastest and the slowest are drawn and the rest folded into a band (figures.fold), said
+    in the note."""
     if rows.empty or rows["batch_per_rank"].nunique() < 2:
         return None
     keys = [p for p in lbl.CELL_PARTS if p not in ("batch_per_rank", "global_batch", "device")]
@@ -47,9 +48,9 @@ def batch_curves(rows: pd.DataFrame) -> Figure | None:
     every = rows.assign(
         _line=rows.groupby(list(dict.fromkeys(line_keys)), sort=True, dropna=False).ngroup()
     )
-    # "Images/s" as the tables say it: a command campaign's labels relabel it to its own metric
+    thr = metric.throughput_column  # named as the tables name it
     drawn, folded = fold_groups(
-        every, "images_per_s", True, key="_line", score_name="Images/s", **BATCH_LINES
+        every, thr, True, key="_line", score_name=metric.throughput_heading, **BATCH_LINES
     )
     by_model = drawn.groupby(["model", "device"])["_line"].nunique().max() <= 1
     for i, (_, g) in enumerate(drawn.groupby("_line", sort=True)):
@@ -61,21 +62,21 @@ def batch_curves(rows: pd.DataFrame) -> Figure | None:
         line(
             ax,
             g["batch_per_rank"],
-            g["images_per_s"],
-            spread(g, "images_per_s"),
+            g[thr],
+            spread(g, thr),
             color=colour(models.index(first["model"]) if by_model else i),
             ls="--" if gpu else "-",
             marker="s" if gpu else "o",
             label=name,
         )
     if folded is not None:
-        folded.band(ax, "images_per_s", x="batch_per_rank")
+        folded.band(ax, thr, x="batch_per_rank")
         with_note(fig, folded.note())
     log2_x(ax, rows["batch_per_rank"])
     ax.set_ylim(bottom=0)
     ax.set_title("Throughput against batch size (CPU solid, GPU dashed)")
     ax.set_xlabel("Batch size per rank (images)")
-    ax.set_ylabel(term("images_per_s").heading)
+    ax.set_ylabel(metric.throughput_axis)
     legend_below(ax, ncols=2)
     return fig
 
@@ -128,7 +129,7 @@ def batch_speedup(rows: pd.DataFrame) -> Figure | None:
 
 
 @styled
-def iteration_times(rows: pd.DataFrame) -> Figure | None:
+def iteration_times(rows: pd.DataFrame, metric: ScalingMetric = BUNDLED_METRIC) -> Figure | None:
     """Time per iteration (left) and per epoch (right) against the global batch, as Goyal et
     al.'s Fig. 7: one line per `line` of `analysis.batch.iteration_rows`. Drawn for
     three batch sizes or more (with two, the table says as much). Past MAX_LINES lines the
@@ -137,12 +138,13 @@ def iteration_times(rows: pd.DataFrame) -> Figure | None:
         return None
     every = rows
     lines = {**BATCH_LINES, "x": "global_batch", "x_name": "global batch"}
-    rows, folded = fold_groups(rows, "epoch_time_s", False, key="line", **lines)
+    time = metric.time_column  # the epoch time, or a `time:` metric's own
+    rows, folded = fold_groups(rows, time, False, key="line", **lines)
     names = sweep_labels(rows, key="line")
     fig = new_figure(3.4 + 0.25 * len(names), WIDTH)
     panels = (
         ("step_time_ms", "Time per iteration", "Time per iteration (ms)"),
-        ("epoch_time_s", "Time per epoch", term("epoch_time_s").heading),
+        (time, "Time per epoch", metric.time_heading),
     )
     for ax, (col, title, ylabel) in zip(axes_grid(fig, 1, 2), panels, strict=True):
         for i, (lid, g) in enumerate(rows.groupby("line", sort=True)):

@@ -11,6 +11,7 @@ import pandas as pd
 from hpcscale.analysis.intervals import short_label
 from hpcscale.analysis.strategies import strategy_of
 from hpcscale.analysis.sweeps import scaled_groups
+from hpcscale.model.scaling_metric import BUNDLED_METRIC, ScalingMetric
 from hpcscale.model.vocab import term
 from hpcscale.report import labels as lbl
 from hpcscale.report.figures.fold import fold_groups, with_note
@@ -35,8 +36,13 @@ if TYPE_CHECKING:
 
 
 @styled
-def throughput(cells: pd.DataFrame, metric: str = "images_per_s") -> Figure | None:
-    """Images/s (or `metric`: a `time:` campaign's epoch_time_s) against the scaled axis, one
+def throughput(
+    cells: pd.DataFrame,
+    metric: str = BUNDLED_METRIC.throughput_column,
+    scaling: ScalingMetric = BUNDLED_METRIC,
+) -> Figure | None:
+    """Images/s (or the column `metric`: a command's own, a `time:` campaign's time, axis
+    labelled by the campaign's `scaling` metric) against the scaled axis, one
     panel per scaling mode, each group with its ideal (linear from the group's baseline; for a
     time, the baseline's time / scale) as a dashed line of the same colour; past MAX_LINES
     groups in a panel the others are folded into a band (figures.fold)."""
@@ -67,7 +73,7 @@ def throughput(cells: pd.DataFrame, metric: str = "images_per_s") -> Figure | No
                 label=names[gid],
             )
             base, scale = g[f"base_{metric}"].to_numpy(float), g["scale"].to_numpy(float)
-            ideal = base / scale if metric == "epoch_time_s" else base * scale
+            ideal = base / scale if metric == scaling.time_column else base * scale
             ax.plot(x, ideal, ls="--", lw=1.2, color=colours[gid])
         if (folded := folds[mode][1]) is not None:
             folded.band(ax, metric)
@@ -78,7 +84,7 @@ def throughput(cells: pd.DataFrame, metric: str = "images_per_s") -> Figure | No
         ax.set_ylim(bottom=0)
         ax.set_title(f"{mode.capitalize()} scaling")
         ax.set_xlabel(axis_title(str(sub["axis"].iloc[0])))
-        ax.set_ylabel(term(metric).heading)
+        ax.set_ylabel(scaling.axis_of(metric) or term(metric).heading)
         legend_below(ax, last="ideal")
     return fig
 
@@ -160,7 +166,12 @@ def _karp_flatt(ax: Axes, scaled: pd.DataFrame, labels: dict[int, tuple[str, str
 
 
 @styled
-def extrapolation(cells: pd.DataFrame, curve: pd.DataFrame, points: pd.DataFrame) -> Figure | None:
+def extrapolation(
+    cells: pd.DataFrame,
+    curve: pd.DataFrame,
+    points: pd.DataFrame,
+    scaling: ScalingMetric = BUNDLED_METRIC,
+) -> Figure | None:
     """Measured cells, the fitted law through them and beyond, its prediction interval as a band,
     and the predicted sizes as open markers: everything past the data is labelled a prediction.
 
@@ -210,9 +221,16 @@ def extrapolation(cells: pd.DataFrame, curve: pd.DataFrame, points: pd.DataFrame
                 label="system's max_nodes (beyond: not measurable there)",
             )
         ax.set_ylim(bottom=0)
-        ax.set_title(f"{term(metric).label}: {law.capitalize()} extrapolation (prediction)")
+        said = (
+            scaling.time_name
+            if metric == scaling.time_column
+            else "Throughput"
+            if metric == scaling.throughput_column
+            else term(metric).label
+        )
+        ax.set_title(f"{said}: {law.capitalize()} extrapolation (prediction)")
         ax.set_xlabel(axis_title(str(pts["axis"].iloc[0])))
-        ax.set_ylabel(term(metric).heading)
+        ax.set_ylabel(scaling.axis_of(metric) or term(metric).heading)
         legend_below(ax, ncols=2)
     if folded is not None:
         with_note(fig, folded.note(band=False))

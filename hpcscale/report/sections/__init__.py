@@ -22,10 +22,10 @@ import pandas as pd
 
 from hpcscale.analysis.context import TableContext
 from hpcscale.analysis.derive import derive
+from hpcscale.analysis.metric import frame_metric
 from hpcscale.analysis.overlap import SOURCE, cell_sources
 from hpcscale.analysis.quality import cell_flags, quality_flags
 from hpcscale.analysis.references import Reference, check_references
-from hpcscale.report.metric_labels import relabel_section
 from hpcscale.report.model import CampaignReport, Section
 from hpcscale.report.sections.command import command_section
 from hpcscale.report.sections.iteration import iteration_section
@@ -68,34 +68,37 @@ def campaign_report(
     what travels beside the table (planned, unreadable, unfinished runs; none for a table
     known by its rows alone)."""
     ctx = context or TableContext()
-    cells = derive(runs, planned=ctx.planned_frame)
+    # what the campaign scales on (a table of its own: as its rows say): every table and figure
+    # is headed by it
+    metric = ctx.metric if context is not None else frame_metric(runs)
+    cells = derive(runs, planned=ctx.planned_frame, metric=metric)
     cells[SOURCE] = cell_sources(cells, runs)  # which trace each cell's split came from
     flags = quality_flags(runs, ctx, cells)
     cells["flags"] = cell_flags(cells, flags)
     notes: list[str] = []
     results = check_references(cells, references) if references else []
     builders: list[Callable[[], Section | None]] = [
-        lambda: scaling_section(cells),
-        lambda: efficiency_section(cells),
-        lambda: overlap_section(cells),
+        lambda: scaling_section(cells, metric),
+        lambda: efficiency_section(cells, metric),
+        lambda: overlap_section(cells, metric),
         lambda: fusion_section(cells),
         lambda: precision_section(cells),
         lambda: hierarchical_section(cells),
-        lambda: batch_section(cells, runs, targets),
-        lambda: iteration_section(cells, runs),
-        lambda: layout_section(cells),
+        lambda: batch_section(cells, runs, targets, metric),
+        lambda: iteration_section(cells, runs, metric),
+        lambda: layout_section(cells, metric),
         lambda: target_section(runs, notes, targets),
         lambda: training_section(runs, notes),
         lambda: samples_section(runs, notes),
-        lambda: extrapolation_section(runs, cells, notes, max_nodes),
+        lambda: extrapolation_section(runs, cells, notes, max_nodes, metric),
         lambda: params_section(runs),
     ]
-    builders.insert(0, lambda: command_section(runs, ctx.metric))  # a command's program first
+    builders.insert(0, lambda: command_section(runs, metric))  # a command's program first
     sections = [s for s in (b() for b in builders) if s is not None]
-    sections = [relabel_section(mark_cell_tables(s, cells), ctx.metric) for s in sections]
+    sections = [mark_cell_tables(s, cells, metric) for s in sections]
     sections.append(quality_section(runs, flags, ctx))
     if references:
         sections.append(references_section(results))
     if provenance is not None:
         sections.append(provenance)
-    return CampaignReport(name, description, sections, runs, cells, results, notes, ctx.metric)
+    return CampaignReport(name, description, sections, runs, cells, results, notes, metric)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pandas as pd
 
 from hpcscale.analysis.batch import STEP_SOURCES, iteration_rows
+from hpcscale.model.scaling_metric import BUNDLED_METRIC, ScalingMetric
 from hpcscale.report import figures
 from hpcscale.report.figures.batch import sweep_labels
 from hpcscale.report.model import Section, Table, plot_if
@@ -14,7 +15,9 @@ from hpcscale.report.sections.quality import mark_flagged
 TITLE = "Time per iteration against batch size"
 
 
-def iteration_section(cells: pd.DataFrame, runs: pd.DataFrame) -> Section | None:
+def iteration_section(
+    cells: pd.DataFrame, runs: pd.DataFrame, metric: ScalingMetric = BUNDLED_METRIC
+) -> Section | None:
     rows = iteration_rows(cells, runs)
     if rows.empty:
         return None
@@ -34,21 +37,21 @@ def iteration_section(cells: pd.DataFrame, runs: pd.DataFrame) -> Section | None
     plots = plot_if(
         "iteration",
         "Time per iteration and per epoch against the global batch",
-        figures.iteration_times(rows),
+        figures.iteration_times(rows, metric),
         "One line per " + ("scaling group" if weak else "batch sweep") + "; left: time per "
         f"iteration ({_sources(rows)}), right: mean epoch time.",
     )
     if not plots:
         text.append("No figure: every line has fewer than three batch sizes (see the table).")
     table = mark_flagged(
-        Table("iteration", "Time per iteration", _table(rows)),
+        Table("iteration", "Time per iteration", _table(rows, metric)),
         rows,
         {"Model": "model", "Ranks": "ranks", "Global batch": "global_batch"},
     )
     return Section("iteration", TITLE, text, [table], plots)
 
 
-def _table(rows: pd.DataFrame) -> pd.DataFrame:
+def _table(rows: pd.DataFrame, metric: ScalingMetric = BUNDLED_METRIC) -> pd.DataFrame:
     names = sweep_labels(rows, key="line")
     out = pd.DataFrame(
         {
@@ -60,8 +63,8 @@ def _table(rows: pd.DataFrame) -> pd.DataFrame:
             "Global batch": rows["global_batch"],
             "Time per iteration (ms)": rows["step_time_ms"],
             "From": rows["step_time_source"],
-            "Epoch time (s)": rows["epoch_time_s"],
-            "Images/s": rows["images_per_s"],
+            metric.time_heading: rows[metric.time_column],
+            metric.throughput_heading: rows[metric.throughput_column],
             "Repeats": rows["repeats"],
         }
     ).reset_index(drop=True)

@@ -15,6 +15,7 @@ from hpcscale.analysis.frame import normalise
 from hpcscale.analysis.metric import command_rows
 from hpcscale.analysis.overlap import WAITS_SUMMED, row_sources, sources_phrase
 from hpcscale.analysis.studies import MURTHY
+from hpcscale.model.scaling_metric import BUNDLED_METRIC, ScalingMetric
 from hpcscale.model.targets import TargetSpec
 from hpcscale.report import figures
 from hpcscale.report.figures.batch import sweep_labels
@@ -42,7 +43,12 @@ def _whole_run_cells(timed: pd.DataFrame) -> int:
     return int((command_rows(timed) & timed["epoch_time_s"].isna()).sum())
 
 
-def overlap_section(cells: pd.DataFrame) -> Section | None:
+def _overlap_match(metric: ScalingMetric) -> dict[str, str]:
+    """OVERLAP_MATCH with the time headed and keyed as `metric` heads it."""
+    return {metric.time_heading: metric.time_column, "Overall communication": "comm_s"}
+
+
+def overlap_section(cells: pd.DataFrame, metric: ScalingMetric = BUNDLED_METRIC) -> Section | None:
     timed = sweeps.timed(cells)
     if timed.empty:
         return per_step_section(cells)  # a shorter trace window's cells only (or nothing)
@@ -83,12 +89,12 @@ def overlap_section(cells: pd.DataFrame) -> Section | None:
             "between steps."
         )
     table = with_setting(
-        tables.overlap_table(timed),
+        tables.overlap_table(timed, metric),
         timed,
-        OVERLAP_MATCH,
+        _overlap_match(metric),
         ["model", "scaling", "axis_value", "batch_per_rank"],
     )
-    match = {**OVERLAP_MATCH, "Model": "model", tables.axis_label(timed): "axis_value"}
+    match = {**_overlap_match(metric), "Model": "model", tables.axis_label(timed): "axis_value"}
     table = with_source(table, timed, {**match, "Batch": "batch_per_rank"}, after="Model")
     step_text, step_tables = per_step_part(cells)
     return Section(
@@ -174,7 +180,10 @@ def hierarchical_section(cells: pd.DataFrame) -> Section | None:
 
 
 def batch_section(
-    cells: pd.DataFrame, runs: pd.DataFrame | None = None, specs: Sequence[TargetSpec] = ()
+    cells: pd.DataFrame,
+    runs: pd.DataFrame | None = None,
+    specs: Sequence[TargetSpec] = (),
+    metric: ScalingMetric = BUNDLED_METRIC,
 ) -> Section | None:
     """The batch sweep's throughput, and its speedup over the smallest batch (Ahmad & Cai's Fig. 5)
     on throughput and, where `runs` reached a target (`specs`, else the default), on time to
@@ -183,17 +192,17 @@ def batch_section(
     if rows.empty:
         return None
     table = with_setting(
-        tables.batch_sweep_table(rows),
+        tables.batch_sweep_table(rows, metric),
         rows,
-        {"Model": "model", "Batch size": "batch_per_rank", "Epoch time (s)": "epoch_time_s"},
+        {"Model": "model", "Batch size": "batch_per_rank", metric.time_heading: metric.time_column},
         ["model", "device", "batch_per_rank"],
     )
-    speed = batch_speedups(cells, runs, specs)
+    speed = batch_speedups(cells, runs, specs, metric)
     targets = [m for m in dict.fromkeys(speed["measure"]) if m != THROUGHPUT]
     text = [
         "Throughput against the per-rank batch size, CPU and GPU.",
         "Speedup is relative to the smallest batch of each sweep (cells equal in everything but "
-        "the batch): on throughput, images/s ÷ the smallest batch's images/s"
+        f"the batch): on throughput, {_per_s(metric)} ÷ the smallest batch's {_per_s(metric)}"
         + _target_text(bool(targets), specs, runs),
     ]
     # flagged cells (e.g. input-bound) marked, matched among the sweep's cells only
@@ -201,12 +210,14 @@ def batch_section(
         mark_flagged(
             Table("batch", "Batch-size sweep", table),
             rows,
-            {"Model": "model", "Batch size": "batch_per_rank", "Images/s": "images_per_s"},
+            {"Model": "model", "Batch size": "batch_per_rank", **_throughput(metric)},
         ),
         mark_flagged(
-            Table("batch_speedup", "Speedup over the smallest batch", _speedup_table(speed)),
+            Table(
+                "batch_speedup", "Speedup over the smallest batch", _speedup_table(speed, metric)
+            ),
             rows,
-            {"Model": "model", "Batch/rank": "batch_per_rank", "Images/s": "images_per_s"},
+            {"Model": "model", "Batch/rank": "batch_per_rank", **_throughput(metric)},
         ),
     ]
     return Section(
@@ -218,7 +229,7 @@ def batch_section(
             *plot_if(
                 "batch",
                 "Batch-size curves",
-                figures.batch_curves(rows),
+                figures.batch_curves(rows, metric),
                 "Median over repeats; error bars, where a cell was repeated: min to max of the "
                 "repeats (a range, not an interval).",
             ),
@@ -230,6 +241,16 @@ def batch_section(
             ),
         ],
     )
+
+
+def _per_s(metric: ScalingMetric) -> str:
+    """How a sentence names the throughput: images/s, or a command's own metric."""
+    return "images/s" if metric.throughput_heading == "Images/s" else metric.throughput_heading
+
+
+def _throughput(metric: ScalingMetric) -> dict[str, str]:
+    """The throughput's heading -> its column, for matching a table's rows to their cells."""
+    return {metric.throughput_heading: metric.throughput_column}
 
 
 def _target_text(
@@ -276,7 +297,7 @@ def _unrecorded(specs: Sequence[TargetSpec], runs: pd.DataFrame | None) -> list[
     return sorted({s.metric for s in specs} - seen)
 
 
-def _speedup_table(speed: pd.DataFrame) -> pd.DataFrame:
+def _speedup_table(speed: pd.DataFrame, metric: ScalingMetric = BUNDLED_METRIC) -> pd.DataFrame:
     """One row per batch-sweep cell: throughput and its speedup, then per target the time to
     it and its speedup; "vs previous batch" is the gain over the next smaller batch."""
     thr = speed[speed["measure"] == THROUGHPUT].reset_index(drop=True)
@@ -289,7 +310,7 @@ def _speedup_table(speed: pd.DataFrame) -> pd.DataFrame:
             "Ranks": thr["ranks"],
             "Batch/rank": thr["batch_per_rank"],
             "Global batch": thr["global_batch"],
-            "Images/s": thr["images_per_s"],
+            metric.throughput_heading: thr[metric.throughput_column],
             "Speedup (throughput)": thr["speedup"],
             "vs previous batch (%)": 100.0 * thr["vs_previous"],
         }
@@ -312,7 +333,7 @@ def _bases(speed: pd.DataFrame) -> str:
     return "; ".join(sorted({f"batch {int(b)}/rank, global {int(g)}" for b, g in pairs}))
 
 
-def layout_section(cells: pd.DataFrame) -> Section | None:
+def layout_section(cells: pd.DataFrame, metric: ScalingMetric = BUNDLED_METRIC) -> Section | None:
     rows = sweeps.layout_sweep(cells)
     if rows.empty:
         return None
@@ -321,12 +342,17 @@ def layout_section(cells: pd.DataFrame) -> Section | None:
         "CPU layouts",
         ["Ranks per node x threads per rank on the same nodes (e.g. 1x28, 2x14, 4x7)."],
         _with_comparisons(
-            [Table("layouts", "CPU layouts", tables.layout_table(rows))], rows, "layouts"
+            [Table("layouts", "CPU layouts", tables.layout_table(rows, metric))],
+            rows,
+            "layouts",
+            metric,
         ),
     )
 
 
-def _with_comparisons(tabs: list[Table], rows: pd.DataFrame, key: str) -> list[Table]:
+def _with_comparisons(
+    tabs: list[Table], rows: pd.DataFrame, key: str, metric: ScalingMetric = BUNDLED_METRIC
+) -> list[Table]:
     """A knob section's tables plus which setting is faster, only where the intervals say so."""
-    compare = comparison_table(rows, f"{key}_comparisons")
+    compare = comparison_table(rows, metric, key=f"{key}_comparisons")
     return tabs if compare is None else [*tabs, compare]

@@ -9,9 +9,11 @@ import pandas as pd
 
 from hpcscale.analysis.intervals import (
     LEVEL,
+    MEDIAN_METHOD,
     interval,
     labelled,
     median_rank,
+    method_of,
     note,
     pct,
     repeats_needed,
@@ -20,7 +22,8 @@ from hpcscale.analysis.memo import FrameMemo
 from hpcscale.analysis.metric import compared_on
 from hpcscale.analysis.noise import false_call_rate, verdict
 from hpcscale.analysis.tables import axis_label
-from hpcscale.model.vocab import KNOBS, arg_columns, term
+from hpcscale.model.scaling_metric import BUNDLED_METRIC, ScalingMetric
+from hpcscale.model.vocab import KNOBS, arg_columns
 from hpcscale.report.labels import KNOB_PARTS, labels
 from hpcscale.report.model import Table
 
@@ -34,7 +37,6 @@ SAME: tuple[str, ...] = (
     "batch_per_rank",
     "global_batch",
 )
-METRIC = "images_per_s"
 NO_INTERVAL = "no interval (no repeats): cannot tell which is faster"
 COUNTS_SHOWN = (3, 5, 10)  # repeat counts whose levels the explanation always gives
 # comparisons by the cells they compare (#28): the scaling section compares every cell and a
@@ -43,19 +45,25 @@ COUNTS_SHOWN = (3, 5, 10)  # repeat counts whose levels the explanation always g
 _COMPARED: FrameMemo[pd.DataFrame] = FrameMemo(lambda frame: frame.copy(), by_value=True)
 
 
-def method_text(cells: pd.DataFrame) -> str | None:
+def method_text(cells: pd.DataFrame, metric: ScalingMetric = BUNDLED_METRIC) -> str | None:
     """The paragraph explaining the intervals over repeats, with the levels and false-call
     rates of the repeat counts these cells have; None when no cell has an interval."""
-    lows = [f"{m}_lo" for m in ("images_per_s", "epoch_time_s") if f"{m}_lo" in cells.columns]
+    # the medians' intervals: the metric's time and throughput, or every campaign's (compare)
+    lows = [
+        c
+        for c in cells.columns
+        if isinstance(c, str) and c.endswith("_lo") and method_of(c[:-3]) == MEDIAN_METHOD
+    ]
     if not any(cells[c].notna().any() for c in lows):
         return None
     counts = sorted({*COUNTS_SHOWN, *(int(n) for n in cells["repeats"] if n >= 2)})
     levels = ", ".join(f"{pct(median_rank(n)[1])} with {n}" for n in counts)
     had = sorted({int(n) for n in cells["repeats"] if n >= 2})
     calls = ", ".join(f"{pct(false_call_rate(n, n))} of the time with {n} each" for n in had)
+    medians = _medians(cells, metric)
     return (
-        "Intervals over repeats state the level they really have. A cell's images/s and epoch "
-        "time: the order-statistic interval of the median, [x₍ₖ₎, x₍ₙ₊₁₋ₖ₎] of its n sorted "
+        f"Intervals over repeats state the level they really have. A cell's {medians}: "
+        "the order-statistic interval of the median, [x₍ₖ₎, x₍ₙ₊₁₋ₖ₎] of its n sorted "
         "repeats, which holds the true median with a probability the binomial distribution "
         "fixes whatever the shape of the noise (outliers and skew included): "
         f"{levels} repeats. {pct(LEVEL)} needs at least {repeats_needed(LEVEL)} repeats; with "
@@ -70,17 +78,31 @@ def method_text(cells: pd.DataFrame) -> str | None:
     )
 
 
-def comparisons(cells: pd.DataFrame) -> pd.DataFrame:
+def _medians(cells: pd.DataFrame, metric: ScalingMetric) -> str:
+    """How the text names the figures folded into medians: "images/s and epoch time", or the
+    campaign's own metric in its place (only those with an interval, when one has none)."""
+    thr = metric.throughput_heading
+    time = metric.time_name
+    said = {
+        metric.throughput_column: "images/s" if thr == "Images/s" else thr,
+        metric.time_column: "epoch time" if time == "Epoch time" else time,
+    }
+    shown = [n for c, n in said.items() if f"{c}_lo" in cells and cells[f"{c}_lo"].notna().any()]
+    return " and ".join(shown or said.values())
+
+
+def comparisons(cells: pd.DataFrame, metric: ScalingMetric = BUNDLED_METRIC) -> pd.DataFrame:
     """Per set of cells equal in SAME but for a knob: the fastest (median images/s, or the
     shortest median time of a `time:` campaign) against each other, with the verdict: 'A
     faster than B' only when the intervals do not overlap. Computed once per set of cells
     (`_COMPARED`: the same cells, or equal ones, still holding what they held)."""
-    return _COMPARED.get(cells, "comparisons", lambda: _comparisons(cells))
+    key = ("comparisons", metric.throughput_column, metric.time_column)
+    return _COMPARED.get(cells, key, lambda: _comparisons(cells, metric))
 
 
-def _comparisons(cells: pd.DataFrame) -> pd.DataFrame:
-    metric, higher = compared_on(cells)
-    heading = term(metric).heading if metric != METRIC else "Images/s"
+def _comparisons(cells: pd.DataFrame, own: ScalingMetric = BUNDLED_METRIC) -> pd.DataFrame:
+    metric, higher = compared_on(cells, own)
+    heading = own.throughput_heading if higher else own.time_heading
     knobs = [c for c in (*KNOBS, "tasks_per_node", "threads_per_task") if c in cells.columns]
     knobs += arg_columns(cells.columns)  # a swept workload argument is compared like a knob
     rows = []
@@ -128,18 +150,21 @@ def _comparisons(cells: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def comparison_table(cells: pd.DataFrame, key: str = "comparisons") -> Table | None:
+def comparison_table(
+    cells: pd.DataFrame, metric: ScalingMetric = BUNDLED_METRIC, key: str = "comparisons"
+) -> Table | None:
     """The comparison table with its note naming the interval, or None with nothing to compare."""
-    frame = comparisons(cells)
+    frame = comparisons(cells, metric)
     if frame.empty:
         return None
-    metric, higher = compared_on(cells)
+    own = metric
+    metric, higher = compared_on(cells, own)
     return Table(
         key,
         f"Which setting is faster ({'throughput' if higher else 'time'}), within noise or not",
         frame,
         "Intervals (level in brackets): "
-        + note(cells, (metric,))
+        + note(cells, (metric,), scaling_metric=own)
         + " Cells whose intervals overlap are within noise; without repeats there is no "
         "interval and no cell is called faster.",
     )

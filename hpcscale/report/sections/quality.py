@@ -20,6 +20,7 @@ import pandas as pd
 from hpcscale.analysis import tables
 from hpcscale.analysis.context import TableContext
 from hpcscale.analysis.quality import INPUT_BOUND, Flag
+from hpcscale.model.scaling_metric import BUNDLED_METRIC, ScalingMetric
 from hpcscale.report.model import Section, Table
 from hpcscale.report.sections.unparsed import reason_line, unparsed_text
 
@@ -41,8 +42,6 @@ _CUT_NOTE = re.compile(r"\S+ (covers \d+ % of the timed window|ends in a cut rec
 # Display column -> cell column, for matching a table's rows back to their cells.
 _MATCH: dict[str, str] = {
     "Model": "model",
-    "Epoch time (s)": "epoch_time_s",
-    "Images/s": "images_per_s",
     "Speedup": "speedup",
     "Efficiency": "efficiency",
 }
@@ -77,21 +76,25 @@ def quality_section(
 
 
 def mark_flagged(
-    table: Table, cells: pd.DataFrame, match: Mapping[str, str] | None = None
+    table: Table,
+    cells: pd.DataFrame,
+    match: Mapping[str, str] | None = None,
+    metric: ScalingMetric = BUNDLED_METRIC,
 ) -> Table:
     """`table` (rows are cells of `cells`, a `derive` frame with a `flags` column) with a "Flags"
     column when any of its cells is flagged, and a note giving each missing baseline's reason.
 
     Rows are matched back to cells on `match` (table column -> cell column; default: the model,
-    the scaled axis and the measured figures the table shows); a row matching several cells
-    gets all their flags. A table without flagged cells is returned unchanged.
+    the scaled axis and the measured figures the table shows, headed by `metric`); a row
+    matching several cells gets all their flags. A table without flagged cells is returned
+    unchanged.
 
     The match is a join (values equal as text, numbers to 9 significant digits, missing to
     missing) of the table's rows with the flagged cells only: linear in rows, where comparing
     every row with every cell made a 1,000-cell report quadratic."""
     if "flags" not in cells.columns or table.frame.empty or not cells["flags"].astype(bool).any():
         return table
-    match = dict(match or {tables.axis_label(cells): "axis_value", **_MATCH})
+    match = dict(match or {tables.axis_label(cells): "axis_value", **_match(metric)})
     match = {t: c for t, c in match.items() if t in table.frame.columns and c in cells.columns}
     problem = cells["baseline_problem"] if "baseline_problem" in cells.columns else None
     has_problem = (
@@ -132,11 +135,25 @@ def mark_flagged(
     return Table(table.key, table.title, frame, " ".join([*old, *note]))
 
 
-def mark_cell_tables(section: Section, cells: pd.DataFrame) -> Section:
+def _match(metric: ScalingMetric) -> dict[str, str]:
+    """_MATCH with the time and throughput headed and keyed as `metric` heads them."""
+    return {
+        "Model": "model",
+        metric.time_heading: metric.time_column,
+        metric.throughput_heading: metric.throughput_column,
+        **{k: v for k, v in _MATCH.items() if k != "Model"},
+    }
+
+
+def mark_cell_tables(
+    section: Section, cells: pd.DataFrame, metric: ScalingMetric = BUNDLED_METRIC
+) -> Section:
     """`section` with `mark_flagged` applied to its tables of cells (keys in CELL_TABLES)."""
     if not any(t.key in CELL_TABLES for t in section.tables):
         return section
-    section.tables = [mark_flagged(t, cells) if t.key in CELL_TABLES else t for t in section.tables]
+    section.tables = [
+        mark_flagged(t, cells, metric=metric) if t.key in CELL_TABLES else t for t in section.tables
+    ]
     return section
 
 

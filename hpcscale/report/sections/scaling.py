@@ -19,6 +19,7 @@ from hpcscale.analysis.strategies import strategy_names
 from hpcscale.analysis.studies import AHMAD_CAI
 from hpcscale.analysis.sweeps import scaled_groups
 from hpcscale.model.errors import HpcscaleError
+from hpcscale.model.scaling_metric import BUNDLED_METRIC, THROUGHPUT, ScalingMetric
 from hpcscale.model.system import load_system
 from hpcscale.report import figures
 from hpcscale.report.labels import group_labels, with_setting
@@ -53,7 +54,8 @@ SPAN_SHARE_TEXT = (
 )
 
 
-def scaling_section(cells: pd.DataFrame) -> Section | None:
+def scaling_section(cells: pd.DataFrame, metric: ScalingMetric = BUNDLED_METRIC) -> Section | None:
+    """The scaling table and the throughput (or time) figure, headed by the campaign's metric."""
     if cells.empty:
         return None
     runs = int(cells["repeats"].sum())
@@ -63,14 +65,15 @@ def scaling_section(cells: pd.DataFrame) -> Section | None:
         "(min and max shown). Speedup and efficiency are relative to each group's baseline: "
         f"the cell with the fewest {axis} among cells that share every other setting "
         "(workload arguments and epochs included: a swept argument is a column of its own).",
-        "Images/s is the global throughput: images processed per epoch / epoch time.",
-        *filter(None, [method_text(cells)]),
+        metric_text(metric),
+        *filter(None, [method_text(cells, metric)]),
     ]
-    tabs = [Table("scaling", _scaling_title(cells), _scaling_table(cells), interval_note(cells))]
-    compare = comparison_table(cells)
+    note_of = interval_note(cells, (metric.throughput_column, "speedup", "efficiency"), metric)
+    tabs = [Table("scaling", _scaling_title(cells), _scaling_table(cells, metric), note_of)]
+    compare = comparison_table(cells, metric)
     if compare is not None:
         tabs.append(compare)
-    metric, higher = compared_on(cells)  # a `time:` campaign's time: its images/s is empty
+    column, higher = compared_on(cells, metric)  # a `time:` campaign's time: no throughput
     drawn = "throughput" if higher else "time"
     ideal = "linear scaling" if higher else "time (the baseline's time / scale)"
     return Section(
@@ -81,35 +84,63 @@ def scaling_section(cells: pd.DataFrame) -> Section | None:
         plot_if(
             "throughput",
             f"{drawn.capitalize()} against scale",
-            figures.throughput(cells, metric),
+            figures.throughput(cells, column, metric),
             f"Measured {drawn} (solid) and the ideal {ideal} from each group's baseline "
-            "(dashed); error bars: " + _bars(cells, metric),
+            "(dashed); error bars: " + _bars(cells, column, metric),
         ),
     )
 
 
+# What the scaling section says of the bundled programs' throughput.
+IMAGES_TEXT = "Images/s is the global throughput: images processed per epoch / epoch time."
+
+
+def metric_text(metric: ScalingMetric) -> str:
+    """What the throughput (or time) column holds: the bundled programs' images/s, or the
+    metric a command declared, as its extractors read it (its images/s too: what the program
+    printed, not hpcscale's division)."""
+    if metric.usual and not metric.command:
+        return IMAGES_TEXT
+    if metric.kind == THROUGHPUT:
+        return (
+            f"{metric.heading} is your program's own throughput, the metric `{metric.name}` "
+            "(`workload.throughput`) as its extractors read it; speedup and efficiency are "
+            "computed on it."
+        )
+    return (
+        f"{metric.axis_label} is your program's own time, the metric `{metric.name}` "
+        "(`workload.time`) as its extractors read it; strong-scaling speedup is T_b / T_N on it."
+    )
+
+
 def interval_note(
-    cells: pd.DataFrame, metrics: tuple[str, ...] = ("images_per_s", "speedup", "efficiency")
+    cells: pd.DataFrame,
+    metrics: tuple[str, ...] = (BUNDLED_METRIC.throughput_column, "speedup", "efficiency"),
+    metric: ScalingMetric = BUNDLED_METRIC,
 ) -> str:
     """What the table's interval columns (`metrics`) are: method and level, or that there are
-    none (no repeats)."""
-    said = note(cells, metrics)
+    none (no repeats); the campaign's own `metric` named by its heading."""
+    said = note(cells, metrics, scaling_metric=metric)
     if said:
         return said + " The baseline cell's speedup and efficiency are 1 by definition."
     return "No interval: each cell ran once (set `repeats:` in the campaign)."
 
 
-def _bars(cells: pd.DataFrame, metric: str = "images_per_s") -> str:
-    """What a figure's error bars are: the metric's interval (method, level) or none."""
-    return note(cells, (metric,)) or "none (no interval without repeats)."
+def _bars(
+    cells: pd.DataFrame,
+    column: str = BUNDLED_METRIC.throughput_column,
+    metric: ScalingMetric = BUNDLED_METRIC,
+) -> str:
+    """What a figure's error bars are: the column's interval (method, level) or none."""
+    return note(cells, (column,), scaling_metric=metric) or "none (no interval without repeats)."
 
 
-def _scaling_table(cells: pd.DataFrame) -> pd.DataFrame:
+def _scaling_table(cells: pd.DataFrame, metric: ScalingMetric = BUNDLED_METRIC) -> pd.DataFrame:
     match = {
         "Model": "model",
         tables.axis_label(cells): "axis_value",
-        "Epoch time (s)": "epoch_time_s",
-        "Images/s": "images_per_s",
+        metric.time_heading: metric.time_column,
+        metric.throughput_heading: metric.throughput_column,
     }
     identity = [
         "model",
@@ -122,7 +153,7 @@ def _scaling_table(cells: pd.DataFrame) -> pd.DataFrame:
         "mpi",
         *tables.swept_args(cells),  # columns of their own
     ]
-    return with_setting(tables.scaling_table(cells), cells, match, identity)
+    return with_setting(tables.scaling_table(cells, metric), cells, match, identity)
 
 
 def _scaling_title(cells: pd.DataFrame) -> str:
@@ -132,17 +163,19 @@ def _scaling_title(cells: pd.DataFrame) -> str:
     return " and ".join(modes).capitalize() + " scaling"
 
 
-def efficiency_section(cells: pd.DataFrame) -> Section | None:
+def efficiency_section(
+    cells: pd.DataFrame, metric: ScalingMetric = BUNDLED_METRIC
+) -> Section | None:
     scaled = scaled_groups(cells)
     if scaled.empty:
         return None
-    overhead = tables.overhead_table(scaled)
+    overhead = tables.overhead_table(scaled, metric)
     table = with_karp_flatt(overhead, scaled)
     span = tables.COMM_SPAN_SHARE_LABEL
     axis = tables.axis_label(scaled)
     table = with_source(
         table,
-        _comm_rows(scaled),
+        _comm_rows(scaled, metric),
         {
             "Model": "model",
             "Strategy": STRATEGY,
@@ -158,7 +191,8 @@ def efficiency_section(cells: pd.DataFrame) -> Section | None:
         "X_N / (N·X₁), with N the scale relative to the baseline.",
         f'Scaling loss is the "communication overhead" of {AHMAD_CAI}, kept for comparison '
         "with it: 1/efficiency − 1 = (N·T_N − T₁)/T₁ (8.70 % goes with an efficiency of 0.92). "
-        "It counts all scaling loss, not only communication." + _comm_share_text(overhead, scaled),
+        "It counts all scaling loss, not only communication."
+        + _comm_share_text(overhead, scaled, metric),
         *([SPAN_SHARE_TEXT] if tables.COMM_SPAN_SHARE_LABEL in overhead.columns else []),
         *([KARP_FLATT_TEXT] if _has_karp_flatt(scaled) else []),
     ]
@@ -173,7 +207,7 @@ def efficiency_section(cells: pd.DataFrame) -> Section | None:
                 if _comm_measured(overhead)
                 else "Scaling loss (Ahmad & Cai's overhead) and efficiency",
                 table,
-                interval_note(scaled, ("speedup", "efficiency")),
+                interval_note(scaled, ("speedup", "efficiency"), metric),
             )
         ],
         plot_if(
@@ -181,7 +215,7 @@ def efficiency_section(cells: pd.DataFrame) -> Section | None:
             "Scaling efficiency per strategy",
             figures.efficiency(scaled),
             "Error bars: "
-            + _bars(scaled, "efficiency")
+            + _bars(scaled, "efficiency", metric)
             + (
                 " Below: the Karp–Flatt serial fraction of the strong-scaling groups."
                 if _has_karp_flatt(scaled)
@@ -197,21 +231,23 @@ def _comm_measured(overhead: pd.DataFrame) -> bool:
     return any(c in overhead.columns and overhead[c].notna().any() for c in cols)
 
 
-def _comm_share_text(overhead: pd.DataFrame, cells: pd.DataFrame) -> str:
+def _comm_share_text(
+    overhead: pd.DataFrame, cells: pd.DataFrame, metric: ScalingMetric = BUNDLED_METRIC
+) -> str:
     """What the measured communication share is, or, with none, where one would come from: a
     user's own program is not said to be Horovod's."""
     if tables.COMM_SHARE_LABEL in overhead and overhead[tables.COMM_SHARE_LABEL].notna().any():
-        said = sources_phrase(row_sources(_comm_rows(cells), COMM_ANY))
+        said = sources_phrase(row_sources(_comm_rows(cells, metric), COMM_ANY))
         return (
             " The measured communication share beside it is communication per epoch from "
-            f"{said} / epoch time."
+            f"{said} / {_lower(metric.time_name)}."
         )
     if _comm_measured(overhead) or bool(command_rows(cells).all()):  # span share: its own text
         return ""
     return NO_SHARE_TEXT
 
 
-def _comm_rows(cells: pd.DataFrame) -> pd.DataFrame:
+def _comm_rows(cells: pd.DataFrame, metric: ScalingMetric = BUNDLED_METRIC) -> pd.DataFrame:
     """The cells with COMM_ANY (a measured communication figure, per epoch or over the span),
     and the overhead table's Strategy and share as it computes them (to match its rows)."""
     span = cells.get("comm_span_share", pd.Series(np.nan, index=cells.index))
@@ -219,7 +255,7 @@ def _comm_rows(cells: pd.DataFrame) -> pd.DataFrame:
         **{
             COMM_ANY: cells["comm_s"].fillna(span),
             STRATEGY: strategy_names(cells),
-            SHARE: 100.0 * cells["comm_s"] / cells["epoch_time_s"],
+            SHARE: 100.0 * cells["comm_s"] / cells[metric.time_column],
         }
     )
 
@@ -251,7 +287,11 @@ def _has_karp_flatt(scaled: pd.DataFrame) -> bool:
 
 
 def extrapolation_section(
-    runs: pd.DataFrame, cells: pd.DataFrame, notes: list[str], max_nodes: int | None = None
+    runs: pd.DataFrame,
+    cells: pd.DataFrame,
+    notes: list[str],
+    max_nodes: int | None = None,
+    metric: ScalingMetric = BUNDLED_METRIC,
 ) -> Section | None:
     """Fitted laws' predictions, only from physical, over-determined fits; sizes past the
     system's `max_nodes` are marked (unknown system: nothing is marked, and the text says so)."""
@@ -259,15 +299,16 @@ def extrapolation_section(
         return None
     axis = str(cells["axis"].iloc[0])
     at = predict_at(cells)
-    points = extrapolate(runs, axis=axis, at=at, max_nodes=max_nodes)
-    refused = refusals(runs, axis=axis)
+    points = extrapolate(runs, axis=axis, at=at, max_nodes=max_nodes, metric=metric)
+    refused = refusals(runs, axis=axis, metric=metric)
     cost = comm_cost(runs, axis=axis, at=at, max_nodes=max_nodes)
     if points.empty and cost.empty and refused.empty:
         notes.append("extrapolation: no weak/strong group measured at two sizes or more")
         return None
     text = [
         "Predictions, not measurements. Strong scaling: Amdahl's law T(N) = T₁·(s + (1 − s)/N) "
-        "fitted to every run's epoch time; weak scaling: Gustafson's law on throughput. A fit "
+        f"fitted to every run's {_lower(metric.time_name)}; weak scaling: Gustafson's law on "
+        f"{_throughput_name(metric)}. A fit "
         "predicts only with more measurements than its two parameters (sizes × repeats ≥ 3) "
         "and a serial fraction s within 0..1."
     ]
@@ -297,11 +338,11 @@ def extrapolation_section(
         )
         lo = float(cells["axis_value"].min())
         dense = np.unique(np.concatenate([np.geomspace(lo, max(at), 48), at]))
-        curve = extrapolate(runs, axis=axis, at=dense, max_nodes=max_nodes)
+        curve = extrapolate(runs, axis=axis, at=dense, max_nodes=max_nodes, metric=metric)
         plots = plot_if(
             "extrapolation",
             "Extrapolation (prediction)",
-            figures.extrapolation(cells, curve, points),
+            figures.extrapolation(cells, curve, points, metric),
             "Filled markers: measured; dashed: fitted law; open markers and band: predictions.",
         )
     if not cost.empty:
@@ -318,6 +359,16 @@ def extrapolation_section(
             table.insert(list(table.columns).index("Bandwidth (GB/s)") + 1, FROM, bw_from)
         tabs.append(Table("comm_cost", "Ring all-reduce vs parameter server", table))
     return Section("extrapolation", "Extrapolation (predictions)", text, tabs, plots)
+
+
+def _lower(name: str) -> str:
+    """ "Epoch time" as a sentence says it; a metric's own name as it is."""
+    return name[0].lower() + name[1:] if name[:1].isupper() else name
+
+
+def _throughput_name(metric: ScalingMetric) -> str:
+    """How a sentence names the throughput: "throughput", or a command's own metric."""
+    return "throughput" if metric.kind != THROUGHPUT or metric.usual else f"`{metric.name}`"
 
 
 def bandwidth_sources(runs: pd.DataFrame, cost: pd.DataFrame, axis: str) -> list[str]:

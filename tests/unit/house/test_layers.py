@@ -345,13 +345,8 @@ HOROVOD_SEAMS = (
     "hpcscale/model/registry.py",  # the registry lines: the framework, reader and launcher
 )
 STILL_NAMING: dict[str, str] = {
-    "hpcscale/analysis/__init__.py": "G1 docstring",
-    "hpcscale/analysis/extrapolate.py": "G1 docstring",
-    "hpcscale/analysis/models.py": "G1 docstring",
     "hpcscale/analysis/overlap.py": "G2 trace columns",
     "hpcscale/analysis/studies.py": "kept: literature citations, named as each study was run",
-    "hpcscale/analysis/sweeps.py": "G1 docstring",
-    "hpcscale/analysis/tables.py": "G1 docstring",
     # metrics.json's schema (jobs/tf and jobs/torch write it, every existing run's file carries
     # the flat provenance key `horovod`, the report reads it by that key via Framework.software).
     # msgspec declares a file's fields statically and refuses unknown ones (a writer's typo

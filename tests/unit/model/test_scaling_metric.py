@@ -25,7 +25,8 @@ def test_a_bundled_program_stands_on_images_per_s() -> None:
 
 def test_a_commands_throughput_is_headed_by_its_name_and_unit() -> None:
     metric = ScalingMetric("samples_per_s", "samples/s", command=True)
-    assert metric.column == "images_per_s"  # the column the collector copies it into
+    assert metric.column == "samples_per_s"  # its own column, never images_per_s (#30)
+    assert (metric.throughput_column, metric.time_column) == ("samples_per_s", "epoch_time_s")
     assert not metric.usual
     assert metric.heading == "samples_per_s (samples/s)"
     # equality ignores who measured it: campaigns on the same figure compare alike
@@ -35,7 +36,9 @@ def test_a_commands_throughput_is_headed_by_its_name_and_unit() -> None:
 
 def test_a_time_metric_keeps_its_own_unit_out_of_the_heading() -> None:
     step = ScalingMetric("step_ms", "ms", TIME)
-    assert step.column == "epoch_time_s"
+    assert step.column == "step_ms"  # its own column (#30)
+    assert (step.time_column, step.throughput_column) == ("step_ms", "images_per_s")
+    assert step.time_heading == "step_ms (ms)"
     assert step.heading == "step_ms"
     assert ScalingMetric("epoch_time_s", "s", TIME).heading == "Epoch time"
 
