@@ -9,14 +9,14 @@ With epoch time T, overall communication C and W, the time communication spends 
     Only communication %   = Only communication / T
 so the three percentages add up to 100.
 
-W is the two Horovod waits unioned in time, inside communication: the collector's
-`waits_in_comm_s`, |(WAIT_FOR_DATA ∪ WAIT_FOR_OTHER_TENSOR_DATA) ∩ C|. The seed summed the two
-waits, but they overlap: in a fused batch each tensor waits for its own data, then for the other
-tensors' (Horovod's HorovodOp::WaitForData), so while one tensor waits for the others another is
-still waiting for its data; the sum counts that time twice and C - sum can go below zero.
-Horovod opens both waits inside the tensor's collective (between its B and E), so in a whole
-timeline the union lies inside C; a wait whose collective never closed (a killed run) lies
-outside every closed one, hence the intersection with C. So 0 <= W <= C by construction.
+W is the trace's waits unioned in time, inside communication: the collector's
+`waits_in_comm_s`, |(∪ waits) ∩ C|, so 0 <= W <= C by construction. What a wait is, and why
+its waits may overlap, is its format's: its reader under hpcscale/collect/traces/ and its
+registry line's `waits` (hpcscale.model.registry.TRACE_READERS), which the report quotes. The
+seed summed a timeline's two waits (`wait_for_data_s`, `wait_for_other_tensor_data_s`), but
+they overlap: the sum counts that time twice and C - sum can go below zero. A wait whose
+collective never closed (a killed run) lies outside every closed one, hence the intersection
+with C.
 
 A table without `waits_in_comm_s` (the seeds' tables, a frame of one's own) gives the two waits
 apart. Where at most one is non-zero their union is that one; where both are, their sum stands
@@ -113,7 +113,7 @@ def with_overlap(df: pd.DataFrame) -> pd.DataFrame:
 
 
 # Where a row's communication figures came from: the collector's `trace_source` (the trace
-# reader's label, "Horovod timeline" or "PyTorch profiler"); results collected before the column
+# reader's `label`, hpcscale.model.registry.TRACE_READERS); results collected before the column
 # existed say nothing, and a row with figures but no source is said as such, never guessed.
 SOURCE = "trace_source"
 UNKNOWN_SOURCE = "trace (source not recorded)"
@@ -149,9 +149,8 @@ def row_sources(rows: pd.DataFrame, measured: str = "comm_s") -> list[str]:
 
 
 def sources_phrase(sources: list[str], column: str = "From", per: str = "cell") -> str:
-    """The trace(s) in words, for a section's text: each format's phrase (its registry line,
-    e.g. "the Horovod timeline"), "or" between them and "(the From column says which per
-    cell)" when mixed."""
+    """The trace(s) in words, for a section's text: each format's phrase (its registry line's
+    `phrase`), "or" between them and "(the From column says which per cell)" when mixed."""
     names = {line.label: line.phrase for line in TRACE_READERS.values()}
     names[UNKNOWN_SOURCE] = (
         "the run's trace (which kind was not recorded: results collected before `trace_source`)"

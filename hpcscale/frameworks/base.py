@@ -69,6 +69,10 @@ class Framework:
     # what each of its knobs does, in a phrase (docs/reference.md's tables: the first framework
     # in the registry's order that says it)
     knob_help: ClassVar[Mapping[str, str]] = {}
+    # what the report's knob studies of its knobs vary, in a sentence: the section's key
+    # (`fusion`, `precision`, `hierarchical`) -> its text (the first framework in the
+    # registry's order that says it)
+    knob_studies: ClassVar[Mapping[str, str]] = {}
     # the environment variables that tune it, by prefix: the report's provenance lists those
     # a run recorded (beside the communication and threading libraries')
     env_prefixes: ClassVar[tuple[str, ...]] = ()

@@ -72,6 +72,15 @@ class HorovodTF(Framework):
         "fp16_allreduce": "Horovod fp16 compression of gradients",
         "hierarchical_allreduce": "Horovod hierarchical allreduce",
     }
+    knob_studies: ClassVar[Mapping[str, str]] = {
+        "fusion": "Horovod tensor fusion: HOROVOD_CYCLE_TIME (ms) x HOROVOD_FUSION_THRESHOLD (MB).",
+        "precision": (
+            "FP16 = Horovod fp16 compression of the gradients; MP = Keras mixed precision."
+        ),
+        "hierarchical": (
+            "HOROVOD_HIERARCHICAL_ALLREDUCE=1 reduces within a node first, then across nodes."
+        ),
+    }
     env_prefixes: ClassVar[tuple[str, ...]] = ("HOROVOD_", "TF_")
     software: ClassVar[tuple[tuple[str, str], ...]] = (
         ("tensorflow", "TensorFlow"),

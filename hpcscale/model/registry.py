@@ -99,13 +99,18 @@ class TraceLine:
     Here, not in the reader, so that analysis and report word a source without importing
     collect. `compiled`: the module of its compiled engine, if it has one (the doctor checks
     that it was built). `made_by`: what writes it, as help says it ("" where the label says
-    enough)."""
+    enough). `waits`: what the overlap split's W (communication waiting for data) is in it, in
+    a sentence of the report's overlap section ("" where it has none). `of_runs`: the trace
+    with the runs that write it, as the report says where a communication share would come
+    from ("" where no bundled framework writes it)."""
 
     where: str
     label: str
     phrase: str
     compiled: str = ""
     made_by: str = ""
+    waits: str = ""
+    of_runs: str = ""
 
 
 TRACE_READERS: dict[str, TraceLine] = {
@@ -115,11 +120,23 @@ TRACE_READERS: dict[str, TraceLine] = {
         "the Horovod timeline",
         compiled="hpcscale.collect.traces.horovod._scan",
         made_by="HOROVOD_TIMELINE output",
+        waits=(
+            "In a Horovod timeline W is wait for data and wait for other tensor data (they "
+            "overlap: in a fused batch one tensor waits for the others while another still "
+            "waits for its data, so their sum would count that time twice); CPU timelines "
+            "record no waits, so there Only communication = C."
+        ),
+        of_runs="a Horovod timeline for Horovod runs",
     ),
     "torch": TraceLine(
         "hpcscale.collect.traces.torch.reader:TorchProfilerTrace",
         "PyTorch profiler",
         "the PyTorch profiler traces",
+        waits=(
+            "In a PyTorch profiler trace W is each rank's wait for the others (each collective "
+            "matched across ranks; unknown, and left empty, where no reliable match exists)."
+        ),
+        of_runs="PyTorch profiler traces for DDP runs",
     ),
 }
 

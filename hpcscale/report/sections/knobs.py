@@ -1,6 +1,8 @@
 """The sections on what a study varies at a fixed scale: where the epoch's time goes (overlap),
 tensor fusion, fp16 / mixed precision, hierarchical all-reduce, batch size, CPU layouts. The
-sweeps themselves are chosen by `hpcscale.analysis.sweeps`."""
+sweeps themselves are chosen by `hpcscale.analysis.sweeps`; what a knob study varies is said by
+the framework owning its knobs (Framework.knob_studies), what W is in a trace by its format's
+registry line (hpcscale.model.registry.TRACE_READERS)."""
 
 from __future__ import annotations
 
@@ -15,6 +17,8 @@ from hpcscale.analysis.frame import normalise
 from hpcscale.analysis.metric import command_rows
 from hpcscale.analysis.overlap import WAITS_SUMMED, row_sources, sources_phrase
 from hpcscale.analysis.studies import MURTHY
+from hpcscale.frameworks import every_framework
+from hpcscale.model.registry import TRACE_READERS
 from hpcscale.model.scaling_metric import BUNDLED_METRIC, ScalingMetric
 from hpcscale.model.targets import TargetSpec
 from hpcscale.report import figures
@@ -36,6 +40,14 @@ FUSION_MATCH: dict[str, str] = {
     "Cycle time (ms)": "cycle_time_ms",
     "Fusion buffer (MB)": "fusion_threshold_mb",
 }
+# What W is in each trace format (its registry line's `waits`), for the overlap section.
+WAITS_TEXT = " ".join(line.waits for line in TRACE_READERS.values() if line.waits)
+
+
+def study_text(key: str) -> list[str]:
+    """What a knob study varies, said by the framework owning its knobs (Framework.knob_studies:
+    the first in the registry's order that says it); none where no framework does."""
+    return [fw.knob_studies[key] for fw in every_framework() if key in fw.knob_studies][:1]
 
 
 def _whole_run_cells(timed: pd.DataFrame) -> int:
@@ -56,13 +68,8 @@ def overlap_section(cells: pd.DataFrame, metric: ScalingMetric = BUNDLED_METRIC)
     text = [
         f"From {sources_phrase(sources)}, per epoch: Computation = T − C (epoch time minus "
         "overall communication), Only communication = C − W, Overlap % = W / T, where W is "
-        "the waits unioned in time inside communication. In a Horovod timeline W is wait for "
-        "data and wait for other tensor data (they overlap: in a fused batch one tensor waits "
-        "for the others while another still waits for its data, so their sum would count that "
-        "time twice); CPU timelines record no waits, so there Only communication = C. In a "
-        "PyTorch profiler trace W is each rank's wait for the others (each collective matched "
-        "across ranks; unknown, and left empty, where no reliable match exists). The three "
-        "percentages add up to 100.",
+        f"the waits unioned in time inside communication. {WAITS_TEXT} The three percentages "
+        "add up to 100.",
     ]
     summed = int(timed[WAITS_SUMMED].sum()) if WAITS_SUMMED in timed.columns else 0
     if summed:
@@ -124,7 +131,7 @@ def fusion_section(cells: pd.DataFrame) -> Section | None:
         "fusion",
         "Tensor fusion: cycle time x fusion buffer",
         [
-            "Horovod tensor fusion: HOROVOD_CYCLE_TIME (ms) x HOROVOD_FUSION_THRESHOLD (MB).",
+            *study_text("fusion"),
             *source_sentence(rows),
         ],
         _with_comparisons([Table("fusion", "Cycle time x fusion buffer", table)], rows, "fusion"),
@@ -144,7 +151,7 @@ def precision_section(cells: pd.DataFrame) -> Section | None:
         "precision",
         "FP16 compression and mixed precision",
         [
-            "FP16 = Horovod fp16 compression of the gradients; MP = Keras mixed precision.",
+            *study_text("precision"),
             *source_sentence(rows),
         ],
         _with_comparisons(
@@ -170,7 +177,7 @@ def hierarchical_section(cells: pd.DataFrame) -> Section | None:
         "hierarchical",
         "Hierarchical all-reduce",
         [
-            "HOROVOD_HIERARCHICAL_ALLREDUCE=1 reduces within a node first, then across nodes.",
+            *study_text("hierarchical"),
             *source_sentence(rows),
         ],
         _with_comparisons(

@@ -19,6 +19,7 @@ from hpcscale.analysis.strategies import strategy_names
 from hpcscale.analysis.studies import AHMAD_CAI
 from hpcscale.analysis.sweeps import scaled_groups
 from hpcscale.model.errors import HpcscaleError
+from hpcscale.model.registry import TRACE_READERS
 from hpcscale.model.scaling_metric import BUNDLED_METRIC, THROUGHPUT, ScalingMetric
 from hpcscale.model.system import load_system
 from hpcscale.report import figures
@@ -39,11 +40,13 @@ KARP_FLATT_TEXT = (
 )
 
 
-# Without a trace there is no communication figure: where each framework's trace comes from.
+# Without a trace there is no communication figure: where each framework's trace comes from
+# (each trace format's `of_runs`, hpcscale.model.registry.TRACE_READERS).
 NO_SHARE_TEXT = (
-    " No communication share is measured without a trace (a Horovod timeline for Horovod runs, "
-    "PyTorch profiler traces for DDP runs): record it with `collect: {timeline: true}` in the "
-    "campaign and read it with `collect --timeline`."
+    " No communication share is measured without a trace ("
+    + ", ".join(line.of_runs for line in TRACE_READERS.values() if line.of_runs)
+    + "): record it with `collect: {timeline: true}` in the campaign and read it with "
+    "`collect --timeline`."
 )
 COMM_ANY = "_comm_measured"  # a cell's communication figure, per epoch or over its span
 STRATEGY, SHARE = "_strategy_name", "_comm_share_pct"  # the overhead table's, per cell
@@ -235,7 +238,7 @@ def _comm_share_text(
     overhead: pd.DataFrame, cells: pd.DataFrame, metric: ScalingMetric = BUNDLED_METRIC
 ) -> str:
     """What the measured communication share is, or, with none, where one would come from: a
-    user's own program is not said to be Horovod's."""
+    user's own program is not told of the bundled frameworks' traces (NO_SHARE_TEXT)."""
     if tables.COMM_SHARE_LABEL in overhead and overhead[tables.COMM_SHARE_LABEL].notna().any():
         said = sources_phrase(row_sources(_comm_rows(cells, metric), COMM_ANY))
         return (

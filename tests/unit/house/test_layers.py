@@ -345,7 +345,6 @@ HOROVOD_SEAMS = (
     "hpcscale/model/registry.py",  # the registry lines: the framework, reader and launcher
 )
 STILL_NAMING: dict[str, str] = {
-    "hpcscale/analysis/overlap.py": "G2 trace columns",
     "hpcscale/analysis/studies.py": "kept: literature citations, named as each study was run",
     # metrics.json's schema (jobs/tf and jobs/torch write it, every existing run's file carries
     # the flat provenance key `horovod`, the report reads it by that key via Framework.software).
@@ -361,10 +360,6 @@ STILL_NAMING: dict[str, str] = {
     # workloads.RESERVED, and imported by jobs/torch (which refuses them by name), or declared
     # twice; respelling the help would only hide them
     "hpcscale/model/job_cli.py": "kept: the TF programs' flags (shared renderer/job contract)",
-    # the Horovod knob studies' texts (fusion, fp16, hierarchical) and the waits' meaning in
-    # a timeline: shared with the metric rename (#30 images_per_s), left for after it
-    "hpcscale/report/sections/knobs.py": "G4 knobs",
-    "hpcscale/report/sections/scaling.py": "G2 trace columns",
 }
 
 

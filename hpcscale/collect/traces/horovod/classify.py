@@ -2,6 +2,12 @@
 
 Kept apart from the folding so the reference checks in the tests, the command-line tables and
 both engines share one definition of each category.
+
+The two waits (WAIT_FOR_DATA, WAIT_FOR_OTHER_TENSOR_DATA) overlap: in a fused batch each tensor
+waits for its own data, then for the other tensors' (Horovod's HorovodOp::WaitForData), so
+while one tensor waits for the others another is still waiting for its data; the overlap split
+(hpcscale.analysis.overlap) takes their union. Horovod opens both inside the tensor's
+collective (between its B and E), so in a whole timeline the union lies inside communication.
 """
 
 from __future__ import annotations
