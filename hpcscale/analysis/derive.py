@@ -38,6 +38,12 @@ def derive(
     axis = check_axis(axis or default_axis(runs if planned is None else planned))
     # a command's own metrics (samples_per_s, ...) are folded too: references may check them
     metrics = (*AGG_METRICS, *extra_metrics(runs, AGG_METRICS))
+    # the metric scaled on is folded whatever metric_units says (a notebook's own table)
+    metrics += tuple(
+        c
+        for c in dict.fromkeys((metric.time_column, metric.throughput_column))
+        if c in runs.columns and c not in metrics
+    )
     based = (*BASED, metric.time_column, metric.throughput_column)
     cells = with_baseline(
         aggregate_repeats(runs, metrics), axis, metrics=tuple(dict.fromkeys(based)), planned=planned

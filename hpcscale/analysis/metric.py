@@ -10,6 +10,7 @@ from collections.abc import Iterable
 
 import pandas as pd
 
+from hpcscale.model.errors import UsageError
 from hpcscale.model.scaling_metric import KINDS, THROUGHPUT, TIME, ScalingMetric, metric_of
 
 
@@ -22,6 +23,16 @@ def frame_metric(frame: pd.DataFrame) -> ScalingMetric:
     named = frame["figure_metric"].map(lambda v: isinstance(v, str) and bool(v))
     if not named.any():
         return metric_of(None)
+    names = sorted(set(frame.loc[named, "figure_metric"]))
+    bundled = ~named & ~command_rows(frame)  # a bundled program's rows name no metric
+    if len(names) > 1 or bundled.any():
+        # one metric for all would leave the others' speedups empty, or judge them on the
+        # wrong definition, without a word: derive each campaign on its own instead
+        said = [*names, *(["a bundled program's images/s"] if bundled.any() else [])]
+        raise UsageError(
+            f"these rows were collected on different scaling metrics ({', '.join(said)}): "
+            "analyse each campaign's rows on their own, or name the metric to use"
+        )
     cols = [c for c in ("figure_metric", "figure_unit", "figure_kind") if c in frame.columns]
     return ScalingMetric.of_rows(frame.loc[named, cols].head(1).to_dict("records"))
 

@@ -16,11 +16,24 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from hpcscale.model import vocab
 from hpcscale.model.extractors import ALL_RANKS, OUTPUT, Extractor, pattern_error
+from hpcscale.model.metrics import CELL_COLUMNS, TABLE_COLUMNS, reserved_problem
 from hpcscale.model.presets import MLLOG, PRESET_NAMES, PRESET_THROUGHPUT, preset_extractors
 from hpcscale.model.registry import COMMAND_FRAMEWORKS, DEFAULT_COMMAND_FRAMEWORK
 from hpcscale.model.validation import did_you_mean, validate
 from hpcscale.model.yamlsrc import KeyPath, Source
+
+# The table's contract columns a program's metric may fill (its figures, learning curves).
+CONTRACT = frozenset((*vocab.METRIC_COLUMNS, *vocab.LIST_COLUMNS))
+# Names a program's metric may not take (model.metrics.reserved_problem).
+RESERVED = frozenset(
+    (*vocab.TABLE_RUN_FIELDS, *vocab.CONTENTION_COLUMNS, *vocab.QUALITY_COLUMNS,
+     *vocab.TIMELINE_COLUMNS, *vocab.EXACT_COLUMNS, *vocab.EXTRA_TERMS, *TABLE_COLUMNS,
+     *CELL_COLUMNS)
+) - CONTRACT  # fmt: skip
+# every column with interval/baseline columns beside it in a cell
+FILLED = RESERVED | CONTRACT
 
 # Fields of a run a command may take, besides `{args.NAME}`.
 PLACEHOLDERS: tuple[str, ...] = (
@@ -265,6 +278,9 @@ def reading_of(metrics: Any, src: Source | None = None) -> tuple[list[Extractor]
     names = [e.name for e in extractors]
     if dup := sorted({n for n in names if names.count(n) > 1}):
         raise fail((), f"metrics {', '.join(dup)} defined twice")
+    for i, name in enumerate(names):
+        if (why := reserved_problem(name, RESERVED, frozenset(names) | FILLED)) is not None:
+            raise fail((i,) if isinstance(metrics, list) else (), why)
     return extractors, mllog
 
 

@@ -76,3 +76,63 @@ def test_a_table_collected_before_loads_with_the_copy_undone(
     assert list(df["samples_per_s"]) == [25.0, 45.0]
     assert set(df["framework"]) == {"command"}
     assert not math.isnan(derive(df, metric="samples_per_s")["speedup"].max())
+
+
+def test_every_column_hpcscale_writes_is_a_name_no_metric_may_take(collected: Path) -> None:
+    """The reserved names are kept true against a real collected table and its cells: each
+    column beside the program's own metric is reserved, a contract column a program may fill,
+    or an interval/baseline column of one of them (a metric named like any would be
+    overwritten: its speedup table would hold the speedups)."""
+    from hpcscale.model.command import CONTRACT, FILLED, RESERVED
+    from hpcscale.model.metrics import reserved_problem
+
+    df = load_results(collected)
+    cells = derive(df)
+    own = {"samples_per_s"}
+    for column in (set(df.columns) | set(cells.columns)) - own:
+        if column in CONTRACT:
+            continue
+        why = reserved_problem(column, RESERVED, FILLED | own)
+        assert why is not None, f"{column}: written by hpcscale, but a metric may take its name"
+
+
+@pytest.mark.parametrize("name", ["scale", "speedup", "group", "nodes", "repeats", "comm_s_min"])
+def test_a_metric_named_like_a_column_hpcscale_writes_is_refused(tmp_path: Path, name: str) -> None:
+    """End to end before this check: a metric `scale` of 25 and 45 samples/s reported 1 and 2
+    with speedup 0.04 (the cell's scale column overwrote it)."""
+    body = BODY.replace("name: samples_per_s,", f"name: {name},")
+    (tmp_path / "c.yaml").write_text(
+        body.replace("throughput: samples_per_s", f"throughput: {name}")
+    )
+    proc = hpcscale("validate", str(tmp_path / "c.yaml"))
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "c.yaml:5 [workload.metrics[0]]" in proc.stderr and repr(name) in proc.stderr
+
+
+def test_an_ordinary_metric_name_stays_allowed(tmp_path: Path) -> None:
+    (tmp_path / "p.py").write_text("import sys\n")
+    for name in ("samples_per_s_lo", "step_ms", "images_per_s", "tokens_per_s"):
+        body = BODY.replace("name: samples_per_s,", f"name: {name},")
+        (tmp_path / "c.yaml").write_text(
+            body.replace("throughput: samples_per_s", f"throughput: {name}")
+        )
+        assert hpcscale("validate", str(tmp_path / "c.yaml")).returncode == 0, name
+
+
+def test_rows_of_two_metrics_are_not_derived_on_one(collected: Path) -> None:
+    """Two command campaigns in one table (a notebook's concat) or a command's rows beside a
+    bundled program's: one metric for all left the others' speedups empty without a word."""
+    from hpcscale.model.errors import UsageError
+
+    df = load_results(collected)
+    other = df.assign(
+        figure_metric="tokens_per_s", tokens_per_s=df["samples_per_s"] * 10, campaign="other"
+    )
+    with pytest.raises(UsageError, match="samples_per_s, tokens_per_s"):
+        derive(pd.concat([df, other], ignore_index=True))
+    bundled = df.assign(command=None, figure_metric=None, images_per_s=[10.0, 19.0])
+    with pytest.raises(UsageError, match="bundled"):
+        derive(pd.concat([df, bundled], ignore_index=True))
+    # named, it is what the caller chose; alone, each derives as before
+    cells = derive(pd.concat([df, other], ignore_index=True), metric="samples_per_s")
+    assert len(cells) >= 2 and sorted(derive(other)["speedup"].dropna()) == [1.0, 1.8]
