@@ -9,12 +9,12 @@ import pandas as pd
 from hpcscale.analysis.baseline import AGG_METRICS, BASED, aggregate_repeats, with_baseline
 from hpcscale.analysis.frame import check_axis, default_axis, normalise
 from hpcscale.analysis.intervals import with_intervals
-from hpcscale.analysis.metric import extra_metrics, frame_metric, scaled_on
+from hpcscale.analysis.metric import chosen_metric, extra_metrics, scaled_on
 from hpcscale.analysis.models import karp_flatt
 from hpcscale.analysis.overlap import with_overlap
 from hpcscale.analysis.resolution import cell_resolution, efficiency_tolerance
 from hpcscale.analysis.scaling import add_scaling_metrics, with_throughput
-from hpcscale.model.scaling_metric import ScalingMetric, metric_of
+from hpcscale.model.scaling_metric import ScalingMetric
 
 
 def derive(
@@ -33,7 +33,7 @@ def derive(
     TableContext.metric; by default the one the rows were collected on, `frame_metric`), whose
     time and throughput columns the speedup, efficiency and intervals key on."""
     runs = with_throughput(normalise(df))
-    metric = metric_of(metric) if metric is not None else frame_metric(runs)
+    metric = chosen_metric(metric, runs)
     # the axis the campaign varies, even when only one of its sizes has a result
     axis = check_axis(axis or default_axis(runs if planned is None else planned))
     # a command's own metrics (samples_per_s, ...) are folded too: references may check them

@@ -23,7 +23,7 @@ import pandas as pd
 from hpcscale.analysis.baseline import SHARED, group_ids
 from hpcscale.analysis.frame import check_axis, default_axis, normalise
 from hpcscale.analysis.memo import FrameMemo
-from hpcscale.analysis.metric import frame_metric
+from hpcscale.analysis.metric import chosen_metric
 from hpcscale.analysis.models import (
     LawFit,
     fit_amdahl,
@@ -138,7 +138,7 @@ def refusals(
     runs = with_throughput(normalise(df))
     axis = check_axis(axis or default_axis(runs))
     rows = []
-    own = metric_of(metric) if metric is not None else frame_metric(runs)
+    own = chosen_metric(metric, runs)
     for gid, first, _, fit in _fits(runs, axis, metric=own):
         if isinstance(fit, str):
             law = LAWS[first["scaling"]][0]
@@ -165,7 +165,7 @@ def extrapolate(
     runs = with_throughput(normalise(df))
     axis = check_axis(axis or default_axis(runs))
     rows: list[dict[str, Any]] = []
-    own = metric_of(metric) if metric is not None else frame_metric(runs)
+    own = chosen_metric(metric, runs)
     for gid, first, limit, fit in _fits(runs, axis, max_nodes, own):
         if isinstance(fit, str):
             continue

@@ -10,6 +10,7 @@ from collections.abc import Iterable
 
 import pandas as pd
 
+from hpcscale.model.command import nature_of
 from hpcscale.model.errors import UsageError
 from hpcscale.model.scaling_metric import KINDS, THROUGHPUT, TIME, ScalingMetric, metric_of
 
@@ -35,6 +36,25 @@ def frame_metric(frame: pd.DataFrame) -> ScalingMetric:
         )
     cols = [c for c in ("figure_metric", "figure_unit", "figure_kind") if c in frame.columns]
     return ScalingMetric.of_rows(frame.loc[named, cols].head(1).to_dict("records"))
+
+
+def chosen_metric(metric: ScalingMetric | str | None, frame: pd.DataFrame) -> ScalingMetric:
+    """The metric a caller named (a ScalingMetric, or a column's name: its unit and kind as the
+    rows that name it say, else from the name, a time for `*_s`/`*_ms`/`*_time`: a time taken
+    for a rate inverts the speedup), or the rows' own (`frame_metric`) when none is named."""
+    if metric is None:
+        return frame_metric(frame)
+    if not isinstance(metric, str):
+        return metric
+    if "figure_metric" in frame.columns:
+        mine = frame["figure_metric"] == metric
+        if mine.any():
+            cols = [c for c in ("figure_metric", "figure_unit", "figure_kind") if c in frame]
+            return ScalingMetric.of_rows(frame.loc[mine, cols].head(1).to_dict("records"))
+    named = metric_of(metric)
+    if named is not metric_of(None) and nature_of(metric, "") == TIME:
+        return ScalingMetric(metric, "", TIME)
+    return named
 
 
 def command_rows(frame: pd.DataFrame) -> pd.Series:

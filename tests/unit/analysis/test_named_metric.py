@@ -91,3 +91,15 @@ def test_figures_are_drawn_with_the_metrics_own_labels_and_nothing_relabels_them
     fig = figures.throughput(timed, "step_ms", step)
     assert [ax.get_ylabel() for ax in fig.axes if ax.get_ylabel()] == ["step_ms (ms)"]
     assert importlib.util.find_spec("hpcscale.report.metric_labels") is None
+
+
+def test_a_metric_named_by_its_column_keeps_its_kind() -> None:
+    """A notebook's `derive(df, metric="step_ms")`: the rows say step_ms is a time, so strong
+    speedup is T1/TN = 40/22, not the rate's XN/X1 = 0.55; a hand table without them says it
+    by the name (`_ms`)."""
+    runs = _runs("strong", "step_ms", {1: 40.0, 2: 22.0})
+    cells = derive(runs, axis="ranks", metric="step_ms").set_index("ranks")
+    assert cells.loc[2, "speedup"] == pytest.approx(40.0 / 22.0)
+    bare = runs.drop(columns=["figure_metric", "figure_kind", "command"])
+    cells = derive(bare, axis="ranks", metric="step_ms").set_index("ranks")
+    assert cells.loc[2, "speedup"] == pytest.approx(40.0 / 22.0)
