@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.cli_inprocess import run_in_process
+from tests.xdist_groups import assign_groups
 
 REPO = Path(__file__).resolve().parents[1]
 # The per-user index of workdirs (hpcscale.state.workdirs) of this test session only: the
@@ -99,3 +100,19 @@ from tests.packaging_fixture import installed_hpcscale  # noqa: E402, F401  (the
 from tests.quickstart_fixture import finished_quickstart, quickstart_copy  # noqa: E402, F401
 from tests.slurm_fixture import slurm_cluster  # noqa: E402, F401  (session fixture: real SLURM)
 from tests.stackgan_fixture import cub_dir, stackgan_campaign  # noqa: E402, F401  (one StackGAN run)
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook reads the xdist_group marks
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests sharing a session/module fixture or the SLURM cluster go to one xdist worker
+    (tests/xdist_groups.py); HPCSCALE_TEST_SHOW_GROUPS=1 prints the groups (with
+    --collect-only: check them without running anything)."""
+    groups = assign_groups(items)
+    if os.environ.get("HPCSCALE_TEST_SHOW_GROUPS") == "1" and not os.environ.get(
+        "PYTEST_XDIST_WORKER"
+    ):
+        tied = sum(len(v) for v in groups.values())
+        print(f"\nxdist groups: {len(groups)} ({tied} tests); {len(items) - tied} tests free")
+        for name, members in sorted(groups.items(), key=lambda kv: -len(kv[1])):
+            files = sorted({m.path.name for m in members})
+            print(f"  {name}: {len(members)} tests in {', '.join(files)}")
