@@ -5,12 +5,17 @@ runs, the installed wheel, the SLURM cluster) is built once per worker that asks
 module- or class-scoped one once per worker that runs a test of its file: tests sharing one must
 land on the same worker, or each worker pays for its own real runs. So every test is tied to the
 shared fixtures it uses (`item.fixturenames`, which includes the fixtures those fixtures use),
-tests tied to a common one form one `xdist_group` (connected components), and
-`--dist loadgroup` sends each group to one worker whole. A test tied to nothing is scheduled
+tests tied to a common one form one group (connected components), and under `--dist loadgroup`
+`GroupScheduling` sends each group to one worker whole. A test tied to nothing is scheduled
 alone, wherever a worker is free. `@pytest.mark.shares("NAME")` ties tests by hand: to the
 session fixture NAME where a fixture reaches it by `request.getfixturevalue` (invisible in
-`item.fixturenames`), or to anything else shared that NAME names. Don't set `xdist_group`
-yourself: a test carries one group, its component's.
+`item.fixturenames`), or to anything else shared that NAME names.
+
+Why not xdist's own `xdist_group` marks: pytest-xdist 3.8 groups by renaming each marked
+item's nodeid (`item._nodeid`), which pytest 9.2 no longer reads (`nodeid` comes from
+`item._id`): the marks are silently ignored and every test is scheduled alone. Here each worker
+writes test id -> group to a file the controller named (HPCSCALE_XDIST_GROUPS), and the
+controller's scheduler (pytest-xdist's `pytest_xdist_make_scheduler` hook) reads it.
 
 All SLURM tests (the `slurm` marker or the `slurm_cluster` fixture) form one group: one cluster
 per worker at a time, so two clusters never race for the same free port block
@@ -23,12 +28,21 @@ alone on the machine (`pytest -m serial`).
 
 from __future__ import annotations
 
+import json
+import os
 from collections.abc import Iterable
+from pathlib import Path
 
 import pytest
 
+try:  # the dev extra installs pytest-xdist; without it the suite runs on one process
+    from xdist.scheduler import LoadScopeScheduling
+except ImportError:  # pragma: no cover
+    LoadScopeScheduling = object  # type: ignore[assignment,misc]
+
 SLURM_GROUP = "slurm"
 SHARED_SCOPES = frozenset({"session", "package", "module", "class"})
+GROUPS_ENV = "HPCSCALE_XDIST_GROUPS"  # the folder where workers write test id -> group
 
 
 def _shared_keys(item: pytest.Item) -> list[str]:
@@ -90,8 +104,7 @@ def _group_name(members: set[str]) -> str:
 
 
 def assign_groups(items: list[pytest.Item]) -> dict[str, list[pytest.Item]]:
-    """Mark every test tied to a shared fixture with its component's `xdist_group`; returns
-    group name -> its tests (for the printout under HPCSCALE_TEST_SHOW_GROUPS=1)."""
+    """Group name -> its tests, for every test tied to a shared fixture (serial tests aside)."""
     comps = _Components()
     tied: list[tuple[pytest.Item, list[str]]] = []
     for item in items:
@@ -106,7 +119,32 @@ def assign_groups(items: list[pytest.Item]) -> dict[str, list[pytest.Item]]:
         members.setdefault(comps.find(key), set()).add(key)
     groups: dict[str, list[pytest.Item]] = {}
     for item, keys in tied:
-        name = _group_name(members[comps.find(keys[0])])
-        item.add_marker(pytest.mark.xdist_group(name=name))
-        groups.setdefault(name, []).append(item)
+        groups.setdefault(_group_name(members[comps.find(keys[0])]), []).append(item)
     return groups
+
+
+def write_groups(folder: Path, worker: str, items: list[pytest.Item],
+                 groups: dict[str, list[pytest.Item]]) -> None:  # fmt: skip
+    """This worker's test id -> group, for the tests it collected (its final ids)."""
+    kept = {id(item) for item in items}
+    mapping = {it.nodeid: name for name, its in groups.items() for it in its if id(it) in kept}
+    tmp = folder / f".{worker}.json"
+    tmp.write_text(json.dumps(mapping))
+    tmp.replace(folder / f"{worker}.json")  # whole or absent for the reader
+
+
+class GroupScheduling(LoadScopeScheduling):  # type: ignore[misc,valid-type]
+    """pytest-xdist's scope scheduling with our groups as the scopes: a group goes to one
+    worker whole (the largest first), a test in no group is a scope of its own."""
+
+    def __init__(self, config: pytest.Config, log: object | None = None) -> None:
+        super().__init__(config, log)
+        self._groups: dict[str, str] | None = None
+
+    def _split_scope(self, nodeid: str) -> str:
+        if self._groups is None:  # first called once every worker has collected
+            folder = Path(os.environ[GROUPS_ENV])
+            found = sorted(folder.glob("gw*.json"))
+            self._groups = json.loads(found[0].read_text()) if found else {}
+        group = self._groups.get(nodeid)
+        return f"group:{group}" if group else nodeid
