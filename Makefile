@@ -32,7 +32,7 @@ $(PY):
 venv: $(PY)
 
 core: $(PY) ## the hpcscale package (editable) with dev and bench tools
-	@if $(PY) -c "import hpcscale, hpcscale.collect.traces.horovod._scan, pytest, hypothesis, ruff, reframe, playwright" 2>/dev/null && [ $(VENV)/.core-stamp -nt pyproject.toml ] && [ $(VENV)/.core-stamp -nt hpcscale/collect/traces/horovod/_scan.c ]; then echo "core: present"; else \
+	@if $(PY) -c "import hpcscale, hpcscale.collect.traces.horovod._scan, pytest, xdist, hypothesis, ruff, reframe, playwright" 2>/dev/null && [ $(VENV)/.core-stamp -nt pyproject.toml ] && [ $(VENV)/.core-stamp -nt hpcscale/collect/traces/horovod/_scan.c ]; then echo "core: present"; else \
 	  $(PIP) install -q -e '.[dev,bench]' 'numpy<2' && touch $(VENV)/.core-stamp; fi  # NumPy 1: TF 2.15
 
 jobs: $(PY) system-packages ## TensorFlow 2.15.1 (CPU), Horovod 0.28.1 built against Open MPI + Gloo, mpi4py, PyTorch 2.13.0 (CPU)
@@ -48,8 +48,16 @@ jobs: $(PY) system-packages ## TensorFlow 2.15.1 (CPU), Horovod 0.28.1 built aga
 test-fast: core ## the unit tier (tests/unit): no TensorFlow, SLURM or mpirun set-up, about a minute, for the edit-test loop
 	$(PY) -m pytest tests/unit -q $(PYTEST_ARGS)
 
+# `make test` in two phases: the suite on TEST_WORKERS pytest-xdist workers, tests sharing a real
+# run or the SLURM cluster kept on one worker (tests/xdist_groups.py), then the `serial` tests
+# alone. Both phases always run; the first failure's code is the exit code (5, "no test
+# selected", is no failure: a PYTEST_ARGS selection may leave a phase empty).
+TEST_WORKERS ?= 2
+REQUIRE_ALL := HPCSCALE_REQUIRE_BROWSER=1 HPCSCALE_REQUIRE_SLURM=1 HPCSCALE_REQUIRE_TORCH=1
 test: setup ## the whole suite: unit, real mpirun, real Horovod, real local SLURM, the report in headless Chromium
-	HPCSCALE_REQUIRE_BROWSER=1 HPCSCALE_REQUIRE_SLURM=1 HPCSCALE_REQUIRE_TORCH=1 $(PY) -m pytest --durations=40 $(PYTEST_ARGS)  # setup installed Chromium and SLURM: missing is a failure
+	$(REQUIRE_ALL) $(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup -m "not serial" --durations=40 $(PYTEST_ARGS); a=$$?; \
+	  $(REQUIRE_ALL) $(PY) -m pytest -m serial --durations=10 $(PYTEST_ARGS); b=$$?; \
+	  [ $$a = 5 ] && a=0; [ $$b = 5 ] && b=0; exit $$(( a ? a : b ))  # setup installed Chromium and SLURM: missing is a failure
 
 lint: core
 	$(VENV)/bin/ruff check hpcscale jobs tests bench examples

@@ -14,8 +14,10 @@ from pathlib import Path
 import pytest
 
 from tests.cli_inprocess import run_in_process
+from tests.xdist_groups import GROUPS_ENV, GroupScheduling, assign_groups, write_groups
 
 REPO = Path(__file__).resolve().parents[1]
+GROUPS_KEY = pytest.StashKey[dict]()  # group name -> its tests (tests/xdist_groups.py)
 # The per-user index of workdirs (hpcscale.state.workdirs) of this test session only: the
 # suite's many temporary workdirs never reach the user's own.
 os.environ["XDG_DATA_HOME"] = tempfile.mkdtemp(prefix="hpcscale-xdg-")
@@ -99,3 +101,43 @@ from tests.packaging_fixture import installed_hpcscale  # noqa: E402, F401  (the
 from tests.quickstart_fixture import finished_quickstart, quickstart_copy  # noqa: E402, F401
 from tests.slurm_fixture import slurm_cluster  # noqa: E402, F401  (session fixture: real SLURM)
 from tests.stackgan_fixture import cub_dir, stackgan_campaign  # noqa: E402, F401  (one StackGAN run)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Under `--dist loadgroup` the xdist controller names the folder where its workers write
+    their tests' groups (tests/xdist_groups.py); workers inherit it through the environment."""
+    if getattr(config.option, "dist", "no") == "loadgroup" and not os.environ.get(
+        "PYTEST_XDIST_WORKER"
+    ):
+        os.environ[GROUPS_ENV] = tempfile.mkdtemp(prefix="hpcscale-xdist-groups-")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
+    """`--dist loadgroup` schedules by the suite's own groups (tests/xdist_groups.py)."""
+    return GroupScheduling(config, log) if config.getvalue("dist") == "loadgroup" else None
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests sharing a session/module fixture or the SLURM cluster go to one xdist worker
+    (tests/xdist_groups.py); HPCSCALE_TEST_SHOW_GROUPS=1 prints the groups (with
+    --collect-only: check them without running anything)."""
+    groups = assign_groups(items)
+    config.stash[GROUPS_KEY] = groups
+    if os.environ.get("HPCSCALE_TEST_SHOW_GROUPS") == "1" and not os.environ.get(
+        "PYTEST_XDIST_WORKER"
+    ):
+        tied = sum(len(v) for v in groups.values())
+        print(f"\nxdist groups: {len(groups)} ({tied} tests); {len(items) - tied} tests free")
+        for name, members in sorted(groups.items(), key=lambda kv: -len(kv[1])):
+            files = sorted({m.path.name for m in members})
+            print(f"  {name}: {len(members)} tests in {', '.join(files)}")
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """An xdist worker hands its tests' groups (final ids: after deselection) to the
+    controller's scheduler."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker and os.environ.get(GROUPS_ENV):
+        groups = session.config.stash.get(GROUPS_KEY, {})
+        write_groups(Path(os.environ[GROUPS_ENV]), worker, session.items, groups)

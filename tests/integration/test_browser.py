@@ -36,6 +36,9 @@ ARTIFACTS = REPO / "test-artifacts"
 NARROW, WIDE = 800, 1600  # window widths (CSS px)
 HEIGHT = 1000
 CHROME_ARGS = ("--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage")  # + Playwright's own
+# quickstart_report and compare_report reach the finished quickstart by getfixturevalue (built
+# only when a browser is there): its xdist worker is the one that holds it (tests/xdist_groups.py)
+pytestmark = pytest.mark.shares("finished_quickstart")
 
 
 def browser_required() -> bool:

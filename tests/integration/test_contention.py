@@ -1,9 +1,11 @@
 """Runs that shared their machine (issue 13): overlap, busy machine, superlinear efficiency,
 the machine's load each run records, and the local cluster's default array throttle.
 
-Pure checks on constructed rows; real runs: a copy of the finished quickstart (its times
-moved so its two runs overlap), a tiny local run while the test keeps the CPUs busy, and
-tiny real jobs on the local SLURM cluster with the default throttle and with `--max-parallel 2`.
+Pure checks on constructed rows; real runs: two tiny local runs on a quiet machine, a copy of
+the finished quickstart (its times moved so its two runs overlap), a tiny local run while the
+test keeps the CPUs busy, and tiny real jobs on the local SLURM cluster with the default
+throttle and with `--max-parallel 2`. The quiet-machine and busy-machine tests are `serial`:
+`make test` runs them after its two xdist workers are done (docs/development.md).
 """
 
 from __future__ import annotations
@@ -159,18 +161,41 @@ def test_superlinear_names_a_contaminated_baseline() -> None:
 # ---------------------------------------------------------------- real runs
 
 
-def test_real_runs_record_the_load_and_sequential_runs_are_not_flagged(
-    finished_quickstart: Path,
-) -> None:
+def tiny_campaign(path: Path, name: str, layouts: list[str]) -> Path:
+    """A DCGAN campaign of a few seconds a run on this machine (local mpirun)."""
+    spec = {
+        "name": name,
+        "workload": {
+            "model": "dcgan",
+            "epochs": 1,
+            "args": {"image_size": 16, "dataset_size": 32, "burn_in_steps": 1},
+        },
+        "system": "local",
+        "scaling": "weak",
+        "matrix": {"layout": layouts, "batch": 8},
+    }
+    path.write_text(yaml.safe_dump(spec))
+    return path
+
+
+@pytest.mark.serial  # no other test may load the machine while these runs probe it
+def test_real_runs_record_the_load_and_sequential_runs_are_not_flagged(tmp_path: Path) -> None:
+    """Its own two tiny runs (1 and 2 ranks), not the session's quickstart: under `make test`
+    that one trains while a second xdist worker keeps a core busy, and is rightly `busy`."""
+    # named quickstart: run_dir_of finds its runs where it finds the quickstart's
+    camp = tiny_campaign(tmp_path / "quiet.yaml", "quickstart", ["1x1", "2x1"])
+    wd = tmp_path / "runs"
+    hpcscale("submit", str(camp), "--backend", "local", "-w", str(wd), check=True, timeout=600)
+    hpcscale("collect", "quickstart", "-w", str(wd), check=True, timeout=300)
     for ranks in (1, 2):
-        m = load_metrics(run_dir_of(finished_quickstart, ranks) / "metrics.json")
+        m = load_metrics(run_dir_of(wd, ranks) / "metrics.json")
         assert m.load is not None
         assert len(m.load.machines) == ranks and len(set(m.load.machines)) == 1
         for s in (m.load.start, m.load.end):
             assert s.cpus == os.cpu_count() and s.load_1m >= 0 and s.others_cpus is not None
             assert s.other_jobs is None  # not under SLURM
         assert m.started_unix_s <= m.load.start.unix_s <= m.load.end.unix_s <= m.finished_unix_s
-    runs = api.load_results("quickstart", finished_quickstart)
+    runs = api.load_results("quickstart", wd)
     for col in ("machines", "cpus", "others_cpus_start", "load_1m_end", "started_unix_s"):
         assert runs[col].notna().all(), col
     assert not flags_of(runs, "overlap")  # the local backend runs one at a time
@@ -231,6 +256,7 @@ def test_overlapping_copy_is_flagged_and_its_superlinear_efficiency_names_the_ba
     assert "overlap" in by_ranks["2"] and "superlinear" in by_ranks["2"]
 
 
+@pytest.mark.serial  # its burners would make every run of the other xdist worker `busy`
 def test_a_run_on_a_busy_machine_is_flagged_busy(tmp_path: Path) -> None:
     """One CPU burner per CPU (this test's own children, stopped by pid) for the run's
     duration: while the run's rank sleeps for the load probe they take every CPU, more than the
@@ -238,19 +264,7 @@ def test_a_run_on_a_busy_machine_is_flagged_busy(tmp_path: Path) -> None:
     busy only on a 2-core host). The burners run at the lowest priority (nice 19): while the
     rank sleeps nothing else wants the CPUs, so they still take them all (/proc/stat counts
     nice time as busy), but they no longer slow the run's own start-up and training."""
-    spec = {
-        "name": "busyrun",
-        "workload": {
-            "model": "dcgan",
-            "epochs": 1,
-            "args": {"image_size": 16, "dataset_size": 32, "burn_in_steps": 1},
-        },
-        "system": "local",
-        "scaling": "weak",
-        "matrix": {"layout": ["1x1"], "batch": 8},
-    }
-    camp = tmp_path / "busyrun.yaml"
-    camp.write_text(yaml.safe_dump(spec))
+    camp = tiny_campaign(tmp_path / "busyrun.yaml", "busyrun", ["1x1"])
     wd = tmp_path / "runs"
     burn = ["nice", "-n", "19", sys.executable, "-c", "while True: pass"]
     burners = [subprocess.Popen(burn) for _ in range(os.cpu_count() or 1)]
