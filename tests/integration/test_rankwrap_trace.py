@@ -134,6 +134,11 @@ def test_a_program_with_its_own_profiler_is_left_alone(tmp_path: Path, before: i
         assert json.load(f)["traceEvents"]
 
 
+# where the interpreter finds a sitecustomize of its own (none: "")
+SHADOWED = (
+    "import importlib.machinery as m; s = m.PathFinder.find_spec('sitecustomize'); "
+    "print(s.origin if s else '')"
+)
 PLAIN = textwrap.dedent("""\
     import sys
     print("torch", "torch" in sys.modules)
@@ -182,4 +187,9 @@ def test_the_wheel_carries_the_bootstrap(installed_hpcscale: Installed, tmp_path
     wrap[2] = str(installed_hpcscale.package / "rankwrap.py")
     out = _run(wrap, tmp_path, _env(tmp_path))
     boot = installed_hpcscale.package / "rankwrap_boot" / "sitecustomize.py"
-    assert out.stdout.splitlines() == ["torch False", "boot True", f"site {boot}"]
+    # the interpreter's own sitecustomize (Debian's python3 has one: apport's hook) runs
+    # chained after ours and is then the one named `sitecustomize`; without one, ours is
+    own = subprocess.run(
+        [sys.executable, "-c", SHADOWED], capture_output=True, text=True, check=True, timeout=60
+    ).stdout.strip()
+    assert out.stdout.splitlines() == ["torch False", "boot True", f"site {own or boot}"]
