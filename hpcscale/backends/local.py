@@ -176,16 +176,43 @@ def _recorded_pgid(run_dir: Path, job: submitit.local.local.LocalJob | None) -> 
     return None
 
 
+def _session_members(sid: int) -> list[int]:
+    """The processes of session `sid` (Linux /proc; [] elsewhere). The run's script starts a
+    session whose id is the group id it records, and a launcher's ranks stay in it even where
+    the launcher gives each its own process group (Open MPI's mpirun does): a run cancelled
+    while mpirun was still starting its rank left the rank running, out of the group's reach."""
+    found = []
+    for entry in Path("/proc").iterdir() if Path("/proc").is_dir() else ():
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            stat = (entry / "stat").read_text()
+            fields = stat[stat.rindex(")") + 2 :].split()  # after "pid (comm) "
+            if int(fields[3]) == sid:  # state ppid pgrp session ...
+                found.append(int(entry.name))
+    return found
+
+
+def _signal_session(sid: int, signum: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(sid, signum)
+    for pid in _session_members(sid):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signum)
+
+
 def stop_run(run_dir: Path, job: submitit.local.local.LocalJob | None = None) -> None:
-    """Stop this run's process group (by the group id it recorded), then the submitit worker."""
+    """Stop this run's processes (its session, by the id it recorded: the script's process
+    group and any group a launcher made inside it), then the submitit worker."""
     pgid = _recorded_pgid(run_dir, job)
     if pgid is not None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(pgid, signal.SIGTERM)
-            for _ in range(50):
-                time.sleep(0.1)
-                os.killpg(pgid, 0)
-            os.killpg(pgid, signal.SIGKILL)
+        _signal_session(pgid, signal.SIGTERM)
+        for _ in range(50):
+            time.sleep(0.1)
+            if not _session_members(pgid):
+                break
+        else:
+            _signal_session(pgid, signal.SIGKILL)
     if job is not None:
         with contextlib.suppress(Exception):
             job.cancel(check=False)

@@ -318,3 +318,21 @@ def test_local_backend_through_the_api(tmp_path: Path, workdir: Path) -> None:
     (st,) = api.status("slow")
     assert [r.state for r in st.rows] == [RunState.CANCELLED]
     assert not list((workdir / "slow").rglob(".pgid"))
+    # nothing of the run is left running: mpirun gives its rank a process group of its own,
+    # and a cancel while mpirun was starting left the rank (rankwrap and prog.py) behind
+    slow_dir = str(workdir / "slow")
+    left = []
+    for _ in range(50):
+        left = [p for p in Path("/proc").iterdir() if p.name.isdigit() and _mentions(p, slow_dir)]
+        if not left:
+            break
+        time.sleep(0.1)
+    assert left == [], [(p / "cmdline").read_bytes() for p in left]
+
+
+def _mentions(proc: Path, text: str) -> bool:
+    """A process whose command line names `text` (gone or unreadable: False)."""
+    try:
+        return text.encode() in (proc / "cmdline").read_bytes()
+    except OSError:
+        return False
