@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from hpcscale.collect.collector import COLUMNS
-from hpcscale.frameworks import every_framework
+from hpcscale.frameworks import words_of
 from hpcscale.model import vocab
 from hpcscale.model.campaign import AXIS_CHOICES, AXIS_RANGES, REFERENCE_KEYS, reference_metrics
 from hpcscale.model.registry import TRACE_READERS
@@ -49,17 +49,7 @@ def _unit(t: Term) -> str:
     return t.unit or "–"
 
 
-def _knob_help() -> dict[str, str]:
-    """What each framework's knob does, as the first framework in the registry's order that
-    reads it says (Framework.knob_help)."""
-    out: dict[str, str] = {}
-    for fw in every_framework():
-        for name, text in fw.knob_help.items():
-            out.setdefault(name, text)
-    return out
-
-
-KNOB_HELP = _knob_help()
+KNOB_HELP = words_of("knob_help")  # what each framework's knob does
 
 
 def _help(t: Term) -> str:

@@ -134,6 +134,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             print(f"  {name}: {len(members)} tests in {', '.join(files)}")
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook tells the controller it collected
 def pytest_collection_finish(session: pytest.Session) -> None:
     """An xdist worker hands its tests' groups (final ids: after deselection) to the
     controller's scheduler."""

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -133,6 +134,18 @@ def write_groups(folder: Path, worker: str, items: list[pytest.Item],
     tmp.replace(folder / f"{worker}.json")  # whole or absent for the reader
 
 
+def _read_groups(folder: Path, wait_s: float = 60.0) -> dict[str, str]:
+    """A worker's test id -> group, as it wrote it before reporting its collection
+    (conftest's tryfirst hook). Missing, the suite would run ungrouped without a word (every
+    worker building every shared run, two SLURM clusters): wait a little, then fail loudly."""
+    deadline = time.monotonic() + wait_s
+    while not (found := sorted(folder.glob("gw*.json"))):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"no xdist worker wrote its test groups to {folder}")
+        time.sleep(0.1)
+    return dict(json.loads(found[0].read_text()))
+
+
 class GroupScheduling(LoadScopeScheduling):  # type: ignore[misc,valid-type]
     """pytest-xdist's scope scheduling with our groups as the scopes: a group goes to one
     worker whole (the largest first), a test in no group is a scope of its own."""
@@ -143,8 +156,6 @@ class GroupScheduling(LoadScopeScheduling):  # type: ignore[misc,valid-type]
 
     def _split_scope(self, nodeid: str) -> str:
         if self._groups is None:  # first called once every worker has collected
-            folder = Path(os.environ[GROUPS_ENV])
-            found = sorted(folder.glob("gw*.json"))
-            self._groups = json.loads(found[0].read_text()) if found else {}
+            self._groups = _read_groups(Path(os.environ[GROUPS_ENV]))
         group = self._groups.get(nodeid)
         return f"group:{group}" if group else nodeid

@@ -304,9 +304,11 @@ def differences(
     own = metrics or {}
     out = []
     base = {b["row"]: b for b in aligned[aligned["campaign"] == baseline].to_dict("records")}
-    for r in aligned[aligned["campaign"] != baseline].to_dict("records"):  # no Series per row
+    later = aligned[aligned["campaign"] != baseline]
+    unlikes = {c: _unlike(own, baseline, c) for c in map(str, later["campaign"].unique())}
+    for r in later.to_dict("records"):  # no Series per row
         b = base[r["row"]]
-        unlike = _unlike(own, baseline, str(r["campaign"]))
+        unlike = unlikes[str(r["campaign"])]
         for m, higher in higher_is_better.items():
             theirs = m
             if unlike is not None and m in unlike[0]:

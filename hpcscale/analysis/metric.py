@@ -10,9 +10,15 @@ from collections.abc import Iterable
 
 import pandas as pd
 
-from hpcscale.model.command import nature_of
 from hpcscale.model.errors import UsageError
-from hpcscale.model.scaling_metric import KINDS, THROUGHPUT, TIME, ScalingMetric, metric_of
+from hpcscale.model.scaling_metric import (
+    KINDS,
+    THROUGHPUT,
+    TIME,
+    ScalingMetric,
+    metric_of,
+    nature_of,
+)
 
 
 def frame_metric(frame: pd.DataFrame) -> ScalingMetric:
@@ -34,8 +40,7 @@ def frame_metric(frame: pd.DataFrame) -> ScalingMetric:
             f"these rows were collected on different scaling metrics ({', '.join(said)}): "
             "analyse each campaign's rows on their own, or name the metric to use"
         )
-    cols = [c for c in ("figure_metric", "figure_unit", "figure_kind") if c in frame.columns]
-    return ScalingMetric.of_rows(frame.loc[named, cols].head(1).to_dict("records"))
+    return _metric_of_rows(frame, named)
 
 
 def chosen_metric(metric: ScalingMetric | str | None, frame: pd.DataFrame) -> ScalingMetric:
@@ -49,12 +54,17 @@ def chosen_metric(metric: ScalingMetric | str | None, frame: pd.DataFrame) -> Sc
     if "figure_metric" in frame.columns:
         mine = frame["figure_metric"] == metric
         if mine.any():
-            cols = [c for c in ("figure_metric", "figure_unit", "figure_kind") if c in frame]
-            return ScalingMetric.of_rows(frame.loc[mine, cols].head(1).to_dict("records"))
+            return _metric_of_rows(frame, mine)
     named = metric_of(metric)
     if named is not metric_of(None) and nature_of(metric, "") == TIME:
         return ScalingMetric(metric, "", TIME)
     return named
+
+
+def _metric_of_rows(frame: pd.DataFrame, rows: pd.Series) -> ScalingMetric:
+    """The metric the first of `rows` names (its figure_metric, figure_unit, figure_kind)."""
+    cols = [c for c in ("figure_metric", "figure_unit", "figure_kind") if c in frame.columns]
+    return ScalingMetric.of_rows(frame.loc[rows, cols].head(1).to_dict("records"))
 
 
 def command_rows(frame: pd.DataFrame) -> pd.Series:

@@ -31,6 +31,7 @@ from hpcscale.state.lock import campaign_lock
 from hpcscale.state.reason import explain
 from hpcscale.state.states import RunState
 from hpcscale.util.logtail import tail as log_tail
+from hpcscale.util.procstat import PROC, session_members
 from hpcscale.util.shell import quote
 
 LOG_NAME = SCHEDULERS["local"].output  # the whole job's output, all ranks
@@ -176,29 +177,27 @@ def _recorded_pgid(run_dir: Path, job: submitit.local.local.LocalJob | None) -> 
     return None
 
 
-def _session_members(sid: int) -> list[int]:
-    """The processes of session `sid` (Linux /proc; [] elsewhere). The run's script starts a
-    session whose id is the group id it records, and a launcher's ranks stay in it even where
-    the launcher gives each its own process group (Open MPI's mpirun does): a run cancelled
-    while mpirun was still starting its rank left the rank running, out of the group's reach."""
-    found = []
-    for entry in Path("/proc").iterdir() if Path("/proc").is_dir() else ():
-        if not entry.name.isdigit():
-            continue
-        with contextlib.suppress(OSError, ValueError, IndexError):
-            stat = (entry / "stat").read_text()
-            fields = stat[stat.rindex(")") + 2 :].split()  # after "pid (comm) "
-            if int(fields[3]) == sid:  # state ppid pgrp session ...
-                found.append(int(entry.name))
-    return found
-
-
 def _signal_session(sid: int, signum: int) -> None:
+    """Signal the run's session: its script's process group and any group a launcher made
+    inside it (Open MPI's mpirun gives each rank its own: a run cancelled while mpirun was
+    still starting its rank left the rank running, out of the group's reach)."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(sid, signum)
-    for pid in _session_members(sid):
+    for pid in session_members(sid):
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, signum)
+
+
+def _session_left(sid: int) -> bool:
+    """Something of the run still runs: its session's members, or without /proc (not Linux)
+    its process group."""
+    if PROC.is_dir():
+        return bool(session_members(sid))
+    try:
+        os.killpg(sid, 0)
+    except (ProcessLookupError, PermissionError):
+        return False
+    return True
 
 
 def stop_run(run_dir: Path, job: submitit.local.local.LocalJob | None = None) -> None:
@@ -209,7 +208,7 @@ def stop_run(run_dir: Path, job: submitit.local.local.LocalJob | None = None) ->
         _signal_session(pgid, signal.SIGTERM)
         for _ in range(50):
             time.sleep(0.1)
-            if not _session_members(pgid):
+            if not _session_left(pgid):
                 break
         else:
             _signal_session(pgid, signal.SIGKILL)

@@ -45,7 +45,6 @@ from hpcscale.collect.readers.command_row import declared_metric
 from hpcscale.collect.run_row import RunProblem, planned_row, run_row
 from hpcscale.collect.table import (  # noqa: F401  (the table's names, re-exported)
     COLUMNS,
-    EXTRA_COLUMNS,
     RESULTS_CSV,
     RESULTS_PARQUET,
     frame_of,

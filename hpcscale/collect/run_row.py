@@ -24,11 +24,10 @@ from hpcscale.launchers import implied_strategy
 from hpcscale.model.errors import HpcscaleError
 from hpcscale.model.registry import framework_of
 from hpcscale.model.run import KNOB_DEFAULTS
-from hpcscale.model.vocab import args_as_columns
+from hpcscale.model.vocab import RUN_TIME_COLUMNS, TRACE_EXTRA_COLUMNS, args_as_columns
 
 # `trace_source`: which trace a run's timeline columns came from, as the report labels them
 # (the reader's `label`, hpcscale.model.registry.TRACE_READERS); "" when none was read.
-TIMELINE_EXTRA = ("span_s", "timeline_events", "straggler_rank", "trace_source")
 NO_TRACE = ""
 # A timeline that is cut or ends before the last timed step: its per-epoch figures describe
 # part of the run only (hpcscale.analysis.quality leaves them out of the report).
@@ -168,7 +167,7 @@ def run_row(run_dir: Path, timeline: bool) -> tuple[dict[str, Any], list[str]]:
         run_dir=str(run_dir),
         campaign_version=rec.campaign_version,
     )
-    for col in (*TIMELINE_COLUMNS, "queue_s", "memcpy_s", *EXACT_COLUMNS, *TIMELINE_EXTRA):
+    for col in (*TIMELINE_COLUMNS, *RUN_TIME_COLUMNS, *EXACT_COLUMNS, *TRACE_EXTRA_COLUMNS):
         row[col] = NAN
     row["trace_source"] = NO_TRACE
     row["timeline_truncated"] = False
@@ -187,7 +186,7 @@ def _command_row(run_dir: Path, rec: RunRecord, timeline: bool) -> tuple[dict[st
     except CommandProblem as exc:
         raise RunProblem(str(exc)) from None
     row: dict[str, Any] = run_fields(rec)
-    for col in (*TIMELINE_COLUMNS, "queue_s", "memcpy_s", *EXACT_COLUMNS, *TIMELINE_EXTRA):
+    for col in (*TIMELINE_COLUMNS, *RUN_TIME_COLUMNS, *EXACT_COLUMNS, *TRACE_EXTRA_COLUMNS):
         row[col] = NAN
     row["trace_source"] = NO_TRACE
     row.update(timeline_truncated=False, timeline_coverage=NAN, sample_grids=[])

@@ -26,37 +26,33 @@ from hpcscale.analysis import (
     TIMELINE_COLUMNS,
 )
 from hpcscale.analysis.frame import measured
-from hpcscale.collect.run_row import OWN_KNOBS, TIMELINE_EXTRA
+from hpcscale.collect.run_row import OWN_KNOBS
 from hpcscale.formats.atomic import atomic_write
 from hpcscale.model.errors import UsageError
 from hpcscale.model.registry import framework_of
 from hpcscale.model.scaling_metric import COLUMN_OF_KIND, KINDS, THROUGHPUT
-from hpcscale.model.vocab import CONTENTION_COLUMNS, QUALITY_COLUMNS, arg_columns
+from hpcscale.model.vocab import (
+    CONTENTION_COLUMNS,
+    QUALITY_COLUMNS,
+    RUN_EXTRA_COLUMNS,
+    RUN_TIME_COLUMNS,
+    TRACE_EXTRA_COLUMNS,
+    arg_columns,
+)
 from hpcscale.state.paths import campaign_dir, select_campaigns
 
 RESULTS_PARQUET = "results.parquet"
 RESULTS_CSV = "results.csv"
-EXTRA_COLUMNS = (
-    "framework",  # the run's framework (model.registry.framework_of): `command` for a program
-    "model_family",
-    "steps_per_epoch",
-    "step_time_p50_ms",
-    "run_dir",
-    "campaign_version",
-    "stale",
-    "state",  # the run's last known state (hpcscale.state.run_state): COMPLETED is measured
-)
 COLUMNS: tuple[str, ...] = (
     *RUN_COLUMNS,
     *METRIC_COLUMNS,
     *LIST_COLUMNS,
     *TIMELINE_COLUMNS,
-    "queue_s",
-    "memcpy_s",
+    *RUN_TIME_COLUMNS,
     *EXACT_COLUMNS,
-    *TIMELINE_EXTRA,
+    *TRACE_EXTRA_COLUMNS,
     *QUALITY_COLUMNS,
-    *EXTRA_COLUMNS,
+    *RUN_EXTRA_COLUMNS,
     *CONTENTION_COLUMNS,
 )
 NAN = float("nan")

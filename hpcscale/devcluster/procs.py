@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from hpcscale.formats.atomic import atomic_write
+from hpcscale.util.procstat import running, stat_fields
 
 
 @dataclass(frozen=True)
@@ -42,18 +43,9 @@ class ProcRecord:
         atomic_write(path, json.dumps(asdict(self), indent=1) + "\n", mode=0o644)
 
 
-def _stat_fields(pid: int) -> list[str] | None:
-    try:
-        raw = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    # The command name (field 2) may hold spaces and parentheses: split after the last ')'.
-    return raw[raw.rfind(")") + 2 :].split()
-
-
 def start_ticks(pid: int) -> int | None:
     """The process start time in clock ticks since boot (field 22 of /proc/<pid>/stat)."""
-    fields = _stat_fields(pid)
+    fields = stat_fields(pid)
     return int(fields[19]) if fields else None
 
 
@@ -70,8 +62,7 @@ def _reap(pid: int) -> None:
 def is_alive(pid: int) -> bool:
     """Running and not a zombie."""
     _reap(pid)
-    fields = _stat_fields(pid)
-    return fields is not None and fields[0] not in {"Z", "X"}
+    return running(stat_fields(pid))
 
 
 def cmdline(pid: int) -> list[str]:

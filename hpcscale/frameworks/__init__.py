@@ -11,7 +11,7 @@ from hpcscale.frameworks.command import Command
 from hpcscale.model.registry import FRAMEWORKS, load
 from hpcscale.model.run import Run
 
-__all__ = ["Framework", "every_framework", "for_cell", "for_run", "for_strategy"]
+__all__ = ["Framework", "every_framework", "for_cell", "for_run", "for_strategy", "words_of"]
 
 
 @cache
@@ -26,6 +26,16 @@ def for_strategy(strategy: str) -> Framework:
 def every_framework() -> list[Framework]:
     """Every registered framework, in the registry's order."""
     return [for_strategy(line.strategy) for line in FRAMEWORKS.values()]
+
+
+def words_of(field: str) -> dict[str, str]:
+    """A framework text table (`knob_help`, `knob_studies`) merged over every framework: each
+    key as the first framework in the registry's order that says it."""
+    out: dict[str, str] = {}
+    for fw in every_framework():
+        for key, text in getattr(fw, field).items():
+            out.setdefault(key, text)
+    return out
 
 
 @cache

@@ -21,6 +21,7 @@ from hpcscale.model.extractors import ALL_RANKS, OUTPUT, Extractor, pattern_erro
 from hpcscale.model.metrics import CELL_COLUMNS, TABLE_COLUMNS, reserved_problem
 from hpcscale.model.presets import MLLOG, PRESET_NAMES, PRESET_THROUGHPUT, preset_extractors
 from hpcscale.model.registry import COMMAND_FRAMEWORKS, DEFAULT_COMMAND_FRAMEWORK
+from hpcscale.model.scaling_metric import nature_of
 from hpcscale.model.validation import did_you_mean, validate
 from hpcscale.model.yamlsrc import KeyPath, Source
 
@@ -295,17 +296,6 @@ def figure_of(metrics: Any, throughput: str | None, time: str | None) -> tuple[s
         if isinstance(item, str) and item in PRESET_THROUGHPUT:
             return PRESET_THROUGHPUT[item], "throughput"
     return None, "throughput"
-
-
-def nature_of(name: str, unit: str) -> str | None:
-    """'throughput' for a rate (a unit per second, a `*_per_s` name), 'time' for a duration,
-    None when neither says (speedup would be inverted on the wrong one: X_N/X_1 vs T_1/T_N)."""
-    u = unit.strip().lower()
-    if "/" in u or name.endswith("_per_s"):
-        return "throughput"
-    if u in ("s", "ms", "us", "min", "h", "seconds") or name.endswith(("_s", "_ms", "_time")):
-        return "time"
-    return None
 
 
 def check_command(c: Any, src: Source) -> None:

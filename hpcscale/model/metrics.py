@@ -3,6 +3,8 @@ campaign model knows the names (hpcscale.analysis.derive computes them)."""
 
 from __future__ import annotations
 
+from hpcscale.model.vocab import RUN_EXTRA_COLUMNS, RUN_TIME_COLUMNS, TRACE_EXTRA_COLUMNS
+
 DERIVED_METRICS: tuple[str, ...] = (
     "epoch_time_s",
     "images_per_s",
@@ -27,10 +29,9 @@ DERIVED_METRICS: tuple[str, ...] = (
 # against a real collected table and its cells). The contract columns a program may fill
 # (images_per_s, epoch_time_s, val_accuracy, ...) are not here.
 TABLE_COLUMNS: tuple[str, ...] = (
-    "framework", "figure_metric", "figure_unit", "figure_kind", "metric_units", "extractors",
-    "state", "stale", "run_dir", "queue_s", "campaign_version", "step_time_p50_ms",
-    "trace_source", "timeline_events", "span_s", "memcpy_s", "straggler_rank",
-    "block_times_s", "steps_per_epoch",
+    *TRACE_EXTRA_COLUMNS, *RUN_TIME_COLUMNS, *RUN_EXTRA_COLUMNS,
+    # what a command's row says of its figures (collect.readers.command_row)
+    "figure_metric", "figure_unit", "figure_kind", "metric_units", "extractors", "block_times_s",
 )  # fmt: skip
 CELL_COLUMNS: tuple[str, ...] = (
     "group", "axis", "axis_value", "base_axis_value", "scale", "baseline_problem", "scaled_on",

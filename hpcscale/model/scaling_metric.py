@@ -127,6 +127,17 @@ class ScalingMetric:
         return cls()
 
 
+def nature_of(name: str, unit: str) -> str | None:
+    """THROUGHPUT for a rate (a unit per second, a `*_per_s` name), TIME for a duration,
+    None when neither says (speedup would be inverted on the wrong one: X_N/X_1 vs T_1/T_N)."""
+    u = unit.strip().lower()
+    if "/" in u or name.endswith("_per_s"):
+        return THROUGHPUT
+    if u in ("s", "ms", "us", "min", "h", "seconds") or name.endswith(("_s", "_ms", "_time")):
+        return TIME
+    return None
+
+
 BUNDLED_METRIC = ScalingMetric()  # what a bundled program's tables stand on
 
 

@@ -319,6 +319,25 @@ QUALITY_COLUMNS: tuple[str, ...] = tuple(QUALITY_TERMS)
 LIST_COLUMNS: tuple[str, ...] = tuple(LIST_TERMS)
 TIMELINE_COLUMNS: tuple[str, ...] = tuple(TIMELINE_TERMS)
 EXACT_COLUMNS: tuple[str, ...] = tuple(EXACT_TERMS)
+# Columns the collector writes beside the terms above (collect.table.COLUMNS orders them all):
+# what a trace adds, two times of the run, and the run's bookkeeping.
+TRACE_EXTRA_COLUMNS: tuple[str, ...] = (
+    "span_s",
+    "timeline_events",
+    "straggler_rank",
+    "trace_source",
+)
+RUN_TIME_COLUMNS: tuple[str, ...] = ("queue_s", "memcpy_s")
+RUN_EXTRA_COLUMNS: tuple[str, ...] = (
+    "framework",  # the run's framework (model.registry.framework_of): `command` for a program
+    "model_family",
+    "steps_per_epoch",
+    "step_time_p50_ms",
+    "run_dir",
+    "campaign_version",
+    "stale",
+    "state",  # the run's last known state (hpcscale.state.run_state): COMPLETED is measured
+)
 
 TERMS: dict[str, Term] = {
     **RUN_TERMS,

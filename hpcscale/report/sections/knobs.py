@@ -17,7 +17,7 @@ from hpcscale.analysis.frame import normalise
 from hpcscale.analysis.metric import command_rows
 from hpcscale.analysis.overlap import WAITS_SUMMED, row_sources, sources_phrase
 from hpcscale.analysis.studies import MURTHY
-from hpcscale.frameworks import every_framework
+from hpcscale.frameworks import words_of
 from hpcscale.model.registry import TRACE_READERS
 from hpcscale.model.scaling_metric import BUNDLED_METRIC, ScalingMetric
 from hpcscale.model.targets import TargetSpec
@@ -47,7 +47,8 @@ WAITS_TEXT = " ".join(line.waits for line in TRACE_READERS.values() if line.wait
 def study_text(key: str) -> list[str]:
     """What a knob study varies, said by the framework owning its knobs (Framework.knob_studies:
     the first in the registry's order that says it); none where no framework does."""
-    return [fw.knob_studies[key] for fw in every_framework() if key in fw.knob_studies][:1]
+    said = words_of("knob_studies").get(key)
+    return [said] if said else []
 
 
 def _whole_run_cells(timed: pd.DataFrame) -> int:

@@ -103,3 +103,7 @@ def test_a_metric_named_by_its_column_keeps_its_kind() -> None:
     bare = runs.drop(columns=["figure_metric", "figure_kind", "command"])
     cells = derive(bare, axis="ranks", metric="step_ms").set_index("ranks")
     assert cells.loc[2, "speedup"] == pytest.approx(40.0 / 22.0)
+    # a name that says nothing of its kind: only the rows do
+    elapsed = _runs("strong", "elapsed", {1: 40.0, 2: 22.0})
+    cells = derive(elapsed, axis="ranks", metric="elapsed").set_index("ranks")
+    assert cells.loc[2, "speedup"] == pytest.approx(40.0 / 22.0)
